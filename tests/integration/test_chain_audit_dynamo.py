@@ -255,8 +255,10 @@ def test_a_dependant_link_lost_in_the_table_is_restored(rig: AuditRig, store: Dy
 
 
 def test_slots_waiting_behind_stopped_workers_are_in_flight_not_repaired(rig: AuditRig, t0: datetime) -> None:
-    # QA29: the workers down past the grace: a delay() job's released run, and a job's last slots
-    # (more than the eight the auditor stepped through), wait in the queue; no repair, no MISSED
+    # QA29: the workers down past the grace: a job's last slots (more than the eight the auditor
+    # stepped through) wait in the queue; no repair, no MISSED. A delay() job's released run waiting
+    # there is re-armed after the grace (its message may be lost: review of QA29), and the claim
+    # keeps its run to one
     end = t0 + timedelta(minutes=14, seconds=30)
     delayed = register(rig, "delayed", "delay(20 seconds)")
     ending = register(rig, "ending", "rate(1 minute)", end_at=end.isoformat())
@@ -264,10 +266,10 @@ def test_slots_waiting_behind_stopped_workers_are_in_flight_not_repaired(rig: Au
     work = rig.work
     rig.work = lambda: None  # type: ignore[method-assign]
     rig.run(13)
-    assert rig.repairs == []
+    assert [r for r in rig.repairs if r.job_id != "delayed"] == []
     rig.work = work  # type: ignore[method-assign]
     rig.run(2)
-    assert rig.repairs == []
+    assert [r for r in rig.repairs if r.job_id != "delayed"] == []
     assert max(runs(rig, delayed).values()) == 1 and max(runs(rig, ending).values()) == 1
     assert len(runs(rig, ending)) == 14  # 10:01 .. 10:14
     assert not [r for r in rig.history(ending) if r.status is ExecutionStatus.MISSED]

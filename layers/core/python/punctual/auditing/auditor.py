@@ -66,7 +66,7 @@ NEAR_GAP_MS = 2_000  # near-lane dues closer than this are read in one range
 # window holds, bounded here (a rate(1 second) job's window holds 5,400).
 PENDING_S = 3600
 PENDING_STEPS = 20_000
-GAP_STEPS = 8  # slots without a timer of their own looked past for a later one (a catch-up's)
+GAP_STEPS = 8  # future slots without a timer of their own looked past for a later one (a catch-up's next)
 
 
 class NewestUnknown(Exception):
@@ -396,12 +396,12 @@ class ChainAuditor:
         timers = self._sweep(
             job, now, since, [h for h, _ in heads], live.delay_placements(self.layout, job, heads)
         )
-        # Its timer released less than the in-flight grace plus PENDING_S ago, its message not run
-        # yet (workers down, a backlog, a rate budget's hold): in flight, as lost_floor's slots
-        # (QA29: a worker outage longer than the grace "repaired" every delay chain it held)
         slots = frozenset(slot_key(h) for h, _ in heads)
-        pending = pending_after(now, self.config.inflight_grace_s)
-        if holds_delay_head(timers, job, slots, pending) or live.in_motion(timers, job, since):
+        # Its timer released within the grace (review of QA29: counting one released within the
+        # in-flight grace plus PENDING_S as in flight kept a delay job whose message was really lost
+        # stopped ~90 minutes; released again meanwhile, a run still waiting is kept to one by the
+        # claim, at the price of a repair reported during a worker outage longer than the grace)
+        if holds_delay_head(timers, job, slots, to_ms(since)) or live.in_motion(timers, job, since):
             report.confirmed_live += 1
             return
         head = heads[0][0]
@@ -544,10 +544,12 @@ def lost_floor(
     record's slot (or its last change), and past it each slot released since whose message may
     still run (its timer there, due less than ``grace_s`` plus :data:`PENDING_S` ago: held by a
     rate budget, behind a backlog, in an outage's backoff; QA27: recorded MISSED, its run was then
-    dropped). A slot without a timer of its own followed, within :data:`GAP_STEPS`, by one with
-    its timer was released too: a late release catches up every slot due by then and writes the
-    timer of the next one only. None when that leaves no slot: the job's last one was released
-    so (or by its resume's catch-up), and its message completes the job."""
+    dropped). A slot without a timer of its own followed by one with its timer was released too: a
+    late release catches up every slot due by then, however many, and writes the timer of the next
+    one only (every past slot is looked past, and :data:`GAP_STEPS` slots after now for that
+    next one; review of QA29: a catch-up of nine slots stopped the walk at eight). None when that
+    leaves no slot: the job's last one was released so (or by its resume's catch-up), and its
+    message completes the job."""
     floor = job.updated_at
     seen = scheduled_floor(store, job)
     if seen is not None:
@@ -565,7 +567,7 @@ def lost_floor(
     released = resumed_pending(bucket, layout, job, after_ms)
     slot, gap = next_slot(job, floor), 0
     for _ in range(PENDING_STEPS):
-        if slot is None or (restart is not None and slot >= restart) or gap == GAP_STEPS:
+        if slot is None or (restart is not None and slot >= restart) or (gap >= GAP_STEPS and slot > now):
             break
         writes = live.clock_writes(layout, job, slot)
         buckets = {(t.lane, minute_of(t.due), t.shard) for t in live.placements(layout, job, slot, writes)}

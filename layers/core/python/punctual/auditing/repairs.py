@@ -28,8 +28,10 @@ backfill
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from punctual.auditing.liveness import REPAIR_SKEW_S, FollowUp
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
@@ -47,6 +49,8 @@ from punctual.usecases.backfills import Backfill
 log = logging.getLogger("punctual.auditing")
 
 CHAIN_REPAIRED = "chain repaired"
+TELL_TRIES = 3  # tries of each step that tells of a repaired range (a transaction conflict passes)
+T = TypeVar("T")
 MAX_COUNTED = 1_000_000  # lost slots of a non-rate schedule counted one by one, at most
 
 
@@ -201,32 +205,49 @@ class Repairer:
         return int((now + timedelta(days=self.retention_days)).timestamp())
 
     def _told(self, repair: Repair, job: Job, now: datetime) -> Repair:
-        """``repair`` with its lost range told of: the job's skipped count, its ``missed`` alert, its
-        after() children's same slots recorded MISSED. Best effort once the chain goes on: a failure
-        is logged, and the repair reported with what it recorded (its events still sent)."""
+        """``repair`` with its lost range told of: its ``missed`` alert, its after() children's same
+        slots recorded MISSED, the jobs' skipped counts. Best effort once the chain goes on, each
+        step on its own, tried :data:`TELL_TRIES` times (review of QA29: one try of all of them in
+        a row, a conflict on the count lost the alert and the children's records too); a step that
+        still fails is logged, and the repair reported with what it recorded (its events sent)."""
         if not repair.missed_records:
             return repair
         _, record = repair.missed_records[0]
-        try:
-            return replace(repair, missed_records=tuple(self._tell(job, record, now)))
-        except Exception:
-            log.warning(
-                "chain of %s/%s repaired; its lost range not all told of", job.tenant, job.id, exc_info=True
-            )
-            return repair
-
-    def _tell(self, job: Job, record: Execution, now: datetime) -> list[tuple[Job, Execution]]:
-        self.store.add_skipped(job.tenant, job.id, record.slot_count)
-        self._alert(job, record, now)
         recorded = [(job, record)]
-        ttl = self._ttl(now)
+        self._step(job, "its missed alert", lambda: self._alert(job, record, now))
         if job.dependents > 0:  # the after() children's same slots: MISSED too, not left unrecorded
-            below = UnrunChildren(self.store, lambda: ttl).record([(job, record)], now)
-            for child, missed in below.missed:
-                self.store.add_skipped(child.tenant, child.id, missed.slot_count)
-                self._alert(child, missed, now)
-            recorded += below.missed
-        return recorded
+            ttl = self._ttl(now)
+            below = self._step(
+                job,
+                "its children's records",
+                lambda: UnrunChildren(self.store, lambda: ttl).record([(job, record)], now),
+            )
+            for child, missed in below.missed if below is not None else ():
+                self._tell_child(child, missed, now)
+                recorded.append((child, missed))
+        self._step(
+            job, "its skipped count", lambda: self.store.add_skipped(job.tenant, job.id, record.slot_count)
+        )
+        return replace(repair, missed_records=tuple(recorded))
+
+    def _tell_child(self, child: Job, missed: Execution, now: datetime) -> None:
+        self._step(child, "its missed alert", lambda: self._alert(child, missed, now))
+        self._step(
+            child,
+            "its skipped count",
+            lambda: self.store.add_skipped(child.tenant, child.id, missed.slot_count),
+        )
+
+    def _step(self, job: Job, what: str, step: Callable[[], T]) -> T | None:
+        for attempt in range(TELL_TRIES):
+            try:
+                return step()
+            except Exception:
+                if attempt + 1 == TELL_TRIES:
+                    log.warning(
+                        "chain of %s/%s repaired; %s not recorded", job.tenant, job.id, what, exc_info=True
+                    )
+        return None
 
     def _alert(self, job: Job, record: Execution, now: datetime) -> None:
         """A job with a ``missed`` alert rule: a worker raises it for the range (once per slot); a
