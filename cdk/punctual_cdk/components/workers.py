@@ -37,7 +37,7 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
     message's visibility to the lease (the short queue's default, the Lambda timeout plus a
     minute, does not apply), heartbeats renew it, so a task that dies mid-run hands its
-    executions back within a lease (8 s), to either consumer. Their backstop LEASE timer (for a
+    executions back within a lease (10 s), to either consumer. Their backstop LEASE timer (for a
     message lost outright) is due past the far threshold, so the LEASE timer of each execution
     of a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000
     LEASE writes in five seconds would overrun 17 times). No scaling on metrics
@@ -203,7 +203,7 @@ class Workers(Construct):
                     "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
-                    # The same 8 s lease as every worker: their backstop LEASE timers are far
+                    # The same 10 s lease as every worker: their backstop LEASE timers are far
                     # timers all the same (far threshold + a minute), so a burst's go to the far
                     # buckets (shardCount keys), not the few near ones (docs/capacity.md).
                 },
