@@ -147,3 +147,24 @@ def test_a_backfill_whose_answer_was_lost_stays_counted_among_the_running(
     second = backfill(4)
     assert second["statusCode"] == 409, second
     assert json.loads(second["body"])["quota"] == "maxBackfillsPerTenant"
+
+
+def test_a_replace_whose_lost_answer_was_not_applied_keeps_the_old_job_counted(
+    api: ApiClient, lose_next_transaction: Any
+) -> None:
+    # quota 3 a second; three jobs at 09:00:00 (the quota reached)
+    for _ in range(2):
+        api.create(http_spec(**AT_NINE))
+    third = api.create(http_spec(**AT_NINE))["id"]
+    assert api.call("POST", "/v1/jobs", http_spec(**AT_NINE)).status == 409
+    # the third replaced to hourly: its write got no answer, and it was NOT applied (504 says "may")
+    lose_next_transaction(_applied_then_timed_out, False)
+    out = api.handler.handler(
+        rest_event("PUT", f"/v1/jobs/{third}", json.dumps(http_spec(schedule="rate(1 hour)"))),
+        LambdaContext(),
+    )
+    assert out["statusCode"] == 504
+    assert _stored_at_nine(api) == 3  # the replace did not land: still three at 09:00
+    # review of QA29: the profile took the 09:00 job out anyway, and a fourth 09:00 job passed
+    over = api.call("POST", "/v1/jobs", http_spec(**AT_NINE))
+    assert over.status == 409, (over.status, _stored_at_nine(api))

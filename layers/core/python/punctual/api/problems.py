@@ -51,6 +51,7 @@ from punctual.store.dynamo.conflicts import RETRIED_CODES as CONFLICT_CODES
 from punctual.store.outcomes import may_have_landed, storage_failed
 from punctual.timing.schedules import ScheduleError
 from punctual.usecases.job_errors import (
+    ChangeMadeError,
     InvalidJobError,
     JobConflictError,
     JobNotFoundError,
@@ -530,6 +531,11 @@ def _maybe_done(what: str) -> Response[Any]:
     )
 
 
+def _change_made(exc: ChangeMadeError) -> Response[Any]:
+    logger.warning("answering 504: %s", exc, exc_info=exc.__cause__)
+    return _maybe_done(str(exc))
+
+
 def _too_large(exc: ItemTooLargeError) -> Response[Any]:
     # The job fits every field's limit but not DynamoDB's item limit, counted in bytes.
     return problem_response(
@@ -628,6 +634,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(TransactionConflictError)(_contended)
     app.exception_handler(ItemTooLargeError)(_too_large)
     app.exception_handler(TransactionTooLargeError)(_too_many_items)
+    app.exception_handler(ChangeMadeError)(_change_made)
     app.exception_handler(Exception)(_unexpected)
 
 

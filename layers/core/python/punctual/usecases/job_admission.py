@@ -131,8 +131,9 @@ class JobAdmission:
         return added, removed
 
     def uncount_peaks(self, tenant: str, added: Profile | None, removed: Profile | None) -> None:
-        """Take back :meth:`count_peaks` when the job's own write failed."""
-        if self.peaks is not None and added is not None:
+        """Take back :meth:`count_peaks` when the job's own write failed (``added`` None: only the
+        replaced job's removal, when the write may have landed or not: both versions counted)."""
+        if self.peaks is not None and (added is not None or removed is not None):
             self.peaks.undo(tenant, add=added, remove=removed)
 
     def recount_peaks(self, tenant: str) -> Profile:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class JobError(Exception):
     """Base of the errors the API turns into 4xx answers."""
@@ -54,3 +57,18 @@ class InvalidBackfillError(InvalidJobError):
     """A backfill that cannot be accepted (422): its range, or a job that has no slots to backfill."""
 
     title = "Invalid backfill"
+
+
+class ChangeMadeError(JobError):
+    """The change was stored; a step after it (a read or a write it needs) failed: a 504, the
+    change may be made, never a 503 that tells a client to send it again (review of QA29: a
+    secret rotated twice, the receiver's secret dropped)."""
+
+
+@contextmanager
+def after_the_change(what: str) -> Iterator[None]:
+    """Steps after a change's write: a failure is :class:`ChangeMadeError` (from it)."""
+    try:
+        yield
+    except Exception as exc:
+        raise ChangeMadeError(f"{what} was stored; a step after it failed ({type(exc).__name__})") from exc

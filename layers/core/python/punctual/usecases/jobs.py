@@ -66,6 +66,7 @@ from punctual.usecases.job_errors import (
     JobHasDependentsError,
     JobNotFoundError,
     PreconditionFailedError,
+    after_the_change,
 )
 from punctual.usecases.next_fire import NextFire
 from punctual.usecases.registration import (
@@ -564,15 +565,18 @@ class JobService:
                     graph=graph,
                 )
         except Exception as exc:
-            if not may_have_landed(exc):  # (one that may have: its count is kept, never too low)
+            if not may_have_landed(exc):
                 self.admission.uncount_peaks(tenant, *changed)
+            else:  # it may have landed or not: both versions counted, too high, never too low
+                self.admission.uncount_peaks(tenant, None, changed[1])
             raise
         self._forecast(current, job)
         end_unwatched_streak(self.store, current, job)
-        settle(self.store, self.layout, job, now)
-        if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
-            send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
-        delete_released_parents(self.store, tenant, removed, now)
+        with after_the_change(f"job {job.id!r}'s replace"):
+            settle(self.store, self.layout, job, now)
+            if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
+                send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
+            delete_released_parents(self.store, tenant, removed, now)
         return self.next_fire.of(job, calendars), secret_plain
 
     def pause(
@@ -619,7 +623,8 @@ class JobService:
                 if expected_version is not None or attempt + 1 == RESUME_TRIES:
                     raise
                 continue  # a poller recorded a slot the pause owes (a version bump): read it again
-            settle(self.store, self.layout, job, job.updated_at)
+            with after_the_change(f"job {job_id!r}'s resume"):
+                settle(self.store, self.layout, job, job.updated_at)
             self._forecast(current, job)
             return self.next_fire.of(job)
         raise AssertionError("unreachable")
@@ -674,7 +679,8 @@ class JobService:
         )
         calendars = self.next_fire.calendars_of([job])  # the reply's: read before the write (QA29)
         self._write(job, current.version, timers)
-        settle(self.store, self.layout, job, now)
+        with after_the_change(f"job {job.id!r}'s new secret"):
+            settle(self.store, self.layout, job, now)
         return self.next_fire.of(job, calendars), plain
 
     def trigger(
