@@ -69,9 +69,7 @@ def index_write_units(before: int, after: int) -> int:
     """Write units the audit index takes for one item write whose entry was ``before`` bytes and is
     ``after`` (0: not in the index), at the standard price (an index is not written in the
     transaction's two phases)."""
-    if not before and not after:
-        return 0
-    return max(1, math.ceil(max(before, after) / WRITE_UNIT_BYTES))
+    return write_units(before, after) if before or after else 0
 
 
 def write_units(*sizes: int, transactional: bool = False) -> int:

@@ -148,7 +148,8 @@ def _calls(tallies: dict[tuple[str, str, str], Tally], operation: str) -> int:
 
 def derived(run: dict[str, Any]) -> dict[str, Any]:
     """One tenant's jobs a second (each single item's partition) and 10 million's time."""
-    wru = run["wru_per_job"]
+    wru, index_wru = run["wru_per_job"], run["index_wru_per_job"]
+    prices = benchlib.load_prices()
     counter = PARTITION_WRU_S / 2 / run["counter_writes_per_job"]  # a transactional write: 2 units
     profile = PARTITION_WRU_S / FULL_PROFILE_WRU / run["profile_writes_per_job"]
     return {
@@ -159,29 +160,16 @@ def derived(run: dict[str, Any]) -> dict[str, Any]:
         "ten_million_minutes_new_table": new_table_minutes(wru),
         "warm_wru_s_for_an_hour": TEN_MILLION * wru / 3600,
         "ten_million_minutes_new_provisioned": TEN_MILLION * wru / PROVISIONED_WCU / 60,
-        "index_minutes_new_on_demand": new_table_minutes(run["index_wru_per_job"])
-        if run["index_wru_per_job"]
-        else 0.0,
-        **provisioned_hour(),
+        "index_minutes_new_on_demand": new_table_minutes(index_wru) if index_wru else 0.0,
+        # a new table created provisioned, its index given the same (the stack's provisioned mode)
+        "provisioned_usd_an_hour": 2
+        * PROVISIONED_WCU
+        * benchlib.price(prices, "dynamodb.provisioned_wcu_hour"),
         "ten_million_usd_on_demand": TEN_MILLION
-        * (wru + run["index_wru_per_job"])
-        * _price("on_demand_write_per_million")
+        * (wru + index_wru)
+        * benchlib.price(prices, "dynamodb.on_demand_write_per_million")
         / 1e6,
     }
-
-
-def _price(name: str) -> float:
-    import json
-    from pathlib import Path
-
-    prices = json.loads((Path(__file__).with_name("prices.json")).read_text())
-    return float(prices["dynamodb"][name]["usd"])
-
-
-def provisioned_hour() -> dict[str, float]:
-    """An hour of a new table created with PROVISIONED_WCU write capacity, and its index the same
-    (the stack's provisioned mode gives the index the table's capacity)."""
-    return {"provisioned_usd_an_hour": 2 * PROVISIONED_WCU * _price("provisioned_wcu_hour")}
 
 
 def new_table_minutes(wru_per_job: float) -> float:

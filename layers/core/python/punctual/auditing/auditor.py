@@ -554,7 +554,7 @@ def lost_floor(
     seen = scheduled_floor(store, job)
     if seen is not None:
         floor = max(floor, seen)
-    after_ms = pending_after(now, grace_s)
+    after_ms = to_ms(now - timedelta(seconds=grace_s + PENDING_S))
     read: dict[tuple[Lane, datetime, int], list[Timer]] = {}
 
     def bucket(lane: Lane, minute: datetime, shard: int) -> list[Timer]:
@@ -602,12 +602,6 @@ def resumed_pending(
         for minute in {minute_of(at), minute_of(at + timedelta(seconds=live.LANE_MARGIN_S))}
         for t in bucket(Lane.NEAR, minute, shard)
     )
-
-
-def pending_after(now: datetime, grace_s: float) -> int:
-    """The instant (ms) after which a released slot whose message has not run yet may still run:
-    ``grace_s`` (the in-flight grace) plus :data:`PENDING_S` before ``now``."""
-    return to_ms(now - timedelta(seconds=grace_s + PENDING_S))
 
 
 def holds_delay_head(timers: list[Timer], job: Job, slots: frozenset[str], after_ms: int) -> bool:

@@ -565,10 +565,9 @@ class JobService:
                     graph=graph,
                 )
         except Exception as exc:
-            if not may_have_landed(exc):
-                self.admission.uncount_peaks(tenant, *changed)
-            else:  # it may have landed or not: both versions counted, too high, never too low
-                self.admission.uncount_peaks(tenant, None, changed[1])
+            # One that may have landed keeps the new version counted: both counted, never too low
+            added, removed_profile = changed
+            self.admission.uncount_peaks(tenant, None if may_have_landed(exc) else added, removed_profile)
             raise
         self._forecast(current, job)
         end_unwatched_streak(self.store, current, job)

@@ -420,9 +420,8 @@ def service_wording(message: str, field: str | None = None) -> str:
     """A job model's or service's refusal in the service's words: its members' names, and the
     member a schedule's refusal is about (QA: ``end_at`` was named, where the caller sent EndDate).
     ``field``: the job field the refusal names first, named as the member it comes from."""
-    member = _FIELD_MEMBERS.get(field or "")
-    if member is not None and message.startswith(f"{field}"):
-        message = member + message[len(str(field)) :]
+    if field and field in _FIELD_MEMBERS and message.startswith(field):
+        message = _FIELD_MEMBERS[field] + message[len(field) :]
     for ours, theirs in _MESSAGE_NAMES[1:]:
         message = message.replace(ours, theirs)
     if message.startswith("schedule has no"):
