@@ -35,6 +35,14 @@ def _rig(max_parallel: int) -> tuple[Rig, JobService, BackfillRunner]:
     return rig, jobs, BackfillRunner(rig.store, rig.queues, clock, LAYOUT, routing, max_parallel=max_parallel)
 
 
+def _run(rig: Rig, worker: Any, rounds: int) -> None:
+    """Poll, work off what is queued, and move the clock on 2 s, ``rounds`` times."""
+    for _ in range(rounds):
+        rig.poll()
+        rig.work_until_idle(worker)
+        rig.clock.advance(2)
+
+
 @pytest.mark.parametrize(
     ("new", "ran_hours"),
     [
@@ -61,10 +69,7 @@ def test_the_slots_not_sent_yet_run_only_when_the_new_spec_has_them(
         clock.advance(2)
     # When the job is replaced
     jobs.replace("default", "job-1", spec(**new))
-    for _ in range(60):
-        rig.poll()
-        rig.work_until_idle(worker)
-        clock.advance(2)
+    _run(rig, worker, 60)
     # Then the backfill ends, having run each slot the new spec has once, and the others not at all
     done = rig.store.get_backfill("default", "job-1", started.id)
     assert done is not None and done.state is BackfillState.DONE, done

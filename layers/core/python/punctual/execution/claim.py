@@ -22,6 +22,7 @@ from punctual.dispatch.queues import FORGED_MESSAGES, DispatchMessage, MessageKi
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import FRESH_KINDS, NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
+from punctual.execution.owed_slots import released_slot_owed
 from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
@@ -49,8 +50,8 @@ from punctual.security.message_auth import DispatchSigner, replayed_copy
 from punctual.store.base import ExecutionConflictError, Expect, JobStore
 from punctual.timing.instants import message_instant
 from punctual.timing.owed import owed_at_restart
-from punctual.timing.slots import MISSED_AFTER_S, inside_window, owed_since, schedule_of
-from punctual.timing.timers import MANUAL_MARK, slot_instant
+from punctual.timing.slots import MISSED_AFTER_S, schedule_of
+from punctual.timing.timers import MANUAL_MARK
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
 log = logging.getLogger("punctual.execution")
@@ -179,7 +180,7 @@ def owed_to_current(
     slot SUPERSEDED, never run. So does a slot QUEUED behind a run (overlap ``queue``), at its
     turn or check, its record made the current version's (QA23: a payload edit during a long run
     recorded the queued slots SUPERSEDED, never run). None: superseded (a retry or takeover, a
-    run-now or backfilled slot, a slot after the replace, or one the new spec does not run)."""
+    run-now slot, a slot after the replace, or one the new spec does not run)."""
     queued = current is not None and current.status is ExecutionStatus.QUEUED and not current.backfill
     not_started = current is None or current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
     if action is not ClaimAction.START or not (not_started or queued):
@@ -190,28 +191,7 @@ def owed_to_current(
         if due and owed_at_restart(job, current.job_version, message.slot):
             return owed, current.model_copy(update={"job_version": job.version})
         return None
-    if message.kind == MessageKind.CHILD:
-        return (owed, current) if _child_owed(job, message) else None
-    if message.kind != MessageKind.FIRE or not owed_at_restart(job, message.job_version, message.slot):
-        return None
-    return owed, current
-
-
-def _child_owed(job: Job, message: DispatchMessage) -> bool:
-    """An ``after(...)`` job's slot sent (its parents all succeeded it) before a replace of the job
-    that no worker started: the current spec owes it when it still waits on no other parent than
-    the spec it was sent for (the message's copy), as a scheduled slot due by a replace runs under
-    the new spec (the after() oracle: a payload edit seconds after the parents' success recorded
-    the slot SUPERSEDED, never run). A parent the replace added counts from its next success."""
-    if job.state is not JobState.ENABLED or not message.spec:
-        return False
-    if MANUAL_MARK not in message.slot and not inside_window(job, slot_instant(message.slot)):
-        return False
-    try:
-        sent_for = job_from_spec(message.spec)
-    except ValueError:
-        return False
-    return owed_since(job, schedule_of(sent_for).parents)
+    return (owed, current) if released_slot_owed(job, message) else None
 
 
 def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:

@@ -38,6 +38,11 @@ ends when every slot has settled (DONE) or the backfill is cancelled: ``DELETE``
 steps, and a worker drops a cancelled backfill's slot that had been sent but not started (no
 record is written: a later backfill may run it).
 
+**A replace while it runs.** The slots not sent yet that the new spec does not have are dropped
+from the plan (``dropped``); a slot sent but not started runs under the new spec when it has it
+(:mod:`punctual.execution.owed_slots`), else its claim records it SUPERSEDED and the step drops it
+from the plan too, so no re-send runs it under a spec that never has it.
+
 **Bounded per tenant** (:mod:`punctual.security.tenant_quotas`): a tenant runs at most
 ``maxBackfillsPerTenant`` backfills at once (a new one is refused, 409), and each step takes
 the slots it sends from the tenant's count of the current minute
@@ -60,7 +65,14 @@ from punctual.store.base import JobStore
 from punctual.store.outcomes import may_have_landed
 from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
-from punctual.usecases.backfills import Backfill, BackfillState, backfill_id, backfill_ref, range_texts
+from punctual.usecases.backfills import (
+    Backfill,
+    BackfillState,
+    backfill_id,
+    backfill_ref,
+    has_slot,
+    range_texts,
+)
 from punctual.usecases.calendars import CALENDAR_MISSING, Calendar, excluding
 from punctual.usecases.job_errors import InvalidBackfillError, JobConflictError, JobNotFoundError
 
@@ -349,6 +361,8 @@ class BackfillRunner:
         records = {
             key: record for key, record in found.items() if not record.left_to_backfill(job.created_at)
         }
+        backfill = _sent_slots_kept(backfill, job, {key for _, _, key in records})
+        window = backfill.slots[backfill.settled : backfill.released]
         ended = [
             (r := records.get((job.tenant, job.id, k))) is not None and r.status.terminal for k in window
         ]
@@ -405,15 +419,6 @@ class BackfillRunner:
         return len(messages)
 
 
-def _has_slot(job: Job, key: str) -> bool:
-    """Whether ``job``'s schedule, as it is now, has the slot ``key`` (an ``after()`` or
-    ``delay()`` job has none of its own: it is not backfilled)."""
-    if schedule_of(job).kind in ("after", "delay"):
-        return False
-    instant = slot_instant(key)
-    return next_slot(job, instant - _BEFORE) == instant
-
-
 def _its_slots_only(backfill: Backfill, job: Job) -> Backfill:
     """The backfill without the slots not sent yet that ``job``'s spec, replaced since they were
     planned, does not have (another schedule, a ``start_at`` or ``end_at`` that leaves them out, an
@@ -421,7 +426,7 @@ def _its_slots_only(backfill: Backfill, job: Job) -> Backfill:
     under the new spec, an ``after()`` job's without its parents, slots its new schedule never has).
     A replace that keeps them (a payload fix) leaves the plan as it is."""
     unsent = backfill.slots[backfill.released :]
-    kept = [key for key in unsent if _has_slot(job, key)]
+    kept = [key for key in unsent if has_slot(job, key)]
     if len(kept) < len(unsent):
         log.info("backfill %s: %d slots dropped by a replace", backfill.id, len(unsent) - len(kept))
     return backfill.model_copy(
@@ -429,6 +434,25 @@ def _its_slots_only(backfill: Backfill, job: Job) -> Backfill:
             "slots": backfill.slots[: backfill.released] + kept,
             "dropped": backfill.dropped + len(unsent) - len(kept),
             "spec_version": job.spec_since,
+        }
+    )
+
+
+def _sent_slots_kept(backfill: Backfill, job: Job, claimed: set[str]) -> Backfill:
+    """The backfill without its slots sent but not claimed that ``job``'s spec, replaced since they
+    were sent, does not have: their messages are recorded SUPERSEDED when a worker gets them, and
+    they are neither waited for nor sent again (QA30: the re-send of a slot superseded so, made for
+    the new spec, ran it under a spec that never has it). A slot claimed before the replace stays."""
+    window = backfill.slots[backfill.settled : backfill.released]
+    gone = {key for key in window if key not in claimed and not has_slot(job, key)}
+    if not gone:
+        return backfill
+    log.info("backfill %s: %d sent slots dropped by a replace", backfill.id, len(gone))
+    return backfill.model_copy(
+        update={
+            "slots": [key for key in backfill.slots if key not in gone],
+            "released": backfill.released - len(gone),
+            "dropped": backfill.dropped + len(gone),
         }
     )
 

@@ -9,11 +9,15 @@ conditional put: the second request finds the first's record and starts nothing 
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 from enum import StrEnum
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from punctual.models import Job
 from punctual.timing.instants import format_instant_ms
+from punctual.timing.slots import next_slot, schedule_of
+from punctual.timing.timers import slot_instant
 
 BACKFILL_ID_CHARS = 20
 
@@ -84,3 +88,12 @@ def backfill_ref(backfill_id_: str, include_dependants: bool, generation: int = 
 def parse_backfill_ref(ref: str) -> tuple[str, bool]:
     """(backfill id, include dependants) of a message's ``backfill`` field."""
     return ref.rstrip("+").split(".", 1)[0], ref.endswith("+")
+
+
+def has_slot(job: Job, key: str) -> bool:
+    """Whether ``job``'s schedule, as it is now, has the slot ``key`` (an ``after()`` or
+    ``delay()`` job has none of its own: it is not backfilled)."""
+    if schedule_of(job).kind in ("after", "delay"):
+        return False
+    instant = slot_instant(key)
+    return next_slot(job, instant - timedelta(milliseconds=1)) == instant
