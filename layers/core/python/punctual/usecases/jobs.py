@@ -525,9 +525,11 @@ class JobService:
             signing_secret_prev_enc=current.signing_secret_prev_enc,
             trigger_rate=self.admission.trigger_rate(tenant, spec),
         )
-        if paused and job.state is JobState.ENABLED:
+        if paused and job.state in (JobState.ENABLED, JobState.COMPLETED):
             # Enabled as of now: its chain ended here (what came due since, a resume owes); never
-            # enabled (COMPLETED before): nothing is owed, as a job registered paused
+            # enabled (COMPLETED before): nothing is owed, as a job registered paused. One that stays
+            # COMPLETED (its labels alone changed) is paused too: disabled as asked (QA30: a disabled
+            # ended schedule showed ENABLED), and its resume finds it has no slot left.
             at = now if current.state is JobState.ENABLED else None
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": at})
         # The old chain's slots due by now are owed, on its timing (punctual.dispatch.polling.chains)

@@ -145,12 +145,15 @@ def could_be_job_id(name: str) -> bool:
 # --------------------------------------------------------------------------- input → spec
 
 
-def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobSpec:
+def spec_of(
+    values: dict[str, Any], group: str, arn: str, now: datetime, updated: Job | None = None
+) -> JobSpec:
     """The job spec of a CreateSchedule/UpdateSchedule input (validated against the model already).
 
     As the service does, ``StartDate`` and ``EndDate`` keep whole seconds (the fraction is cut),
     a ``StartDate`` more than five minutes before ``now`` is refused, and so is a
-    ``ScheduleExpression`` that starts or ends with whitespace.
+    ``ScheduleExpression`` that starts or ends with whitespace. ``updated``: the schedule's job, for
+    an UpdateSchedule.
 
     Raises
     ------
@@ -195,7 +198,13 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
             # job's is N after its registration.
             fields["start_at"] = ceil_second(now) + timedelta(seconds=1)
             if fields["end_at"] is not None and fields["end_at"] <= fields["start_at"]:
-                raise invalid("EndDate is not in the future: the schedule would never run")
+                if not _ended_as_it_was(updated, fields):
+                    raise invalid("EndDate is not in the future: the schedule would never run")
+                # An update of a rate schedule whose EndDate passed that keeps it and its expression
+                # (GetSchedule's answer sent back with a new Description or State) keeps its start:
+                # it stays ended, as the service takes it (QA30: refused, the schedule could not
+                # even be disabled without dropping its EndDate, which would start it again).
+                fields["start_at"] = updated.start_at if updated is not None else None
             fields["scheduler"] = fields["scheduler"].model_copy(update={"started_at_once": True})
         if kind == "cron":
             # The service skips a cron time a spring-forward change skips, and runs a repeated one
@@ -357,6 +366,14 @@ def _fields(
             at_end_date=end if one_time else None,
         ),
     }
+
+
+def _ended_as_it_was(updated: Job | None, fields: dict[str, Any]) -> bool:
+    """Whether an update keeps the EndDate and expression of ``updated``, whose EndDate passed."""
+    if updated is None or updated.end_at is None or updated.end_at != fields["end_at"]:
+        return False
+    start = updated.start_at
+    return updated.schedule == fields["schedule"] and (start is None or start < updated.end_at)
 
 
 def _instant(values: dict[str, Any], member: str) -> datetime | None:

@@ -27,6 +27,7 @@ from punctual.api.scheduler.mapping import (
     keeping_unexpressed,
     name_of,
     schedule_out,
+    service_wording,
     spec_of,
     state_of,
     summary_out,
@@ -187,7 +188,7 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     job = _find(req, group, name)
     arn = req.place.schedule_arn(group, name)
     now = req.services.jobs.clock.now()
-    spec = keeping_unexpressed(job, spec_of(values, group, arn, now))
+    spec = keeping_unexpressed(job, spec_of(values, group, arn, now, updated=job))
     disabled = values.get("State") == "DISABLED"
     spec = _keeping_rate_start(job, spec, values, disabled)
     if not disabled and job.state is JobState.PAUSED:
@@ -277,7 +278,8 @@ def _check_enabled_runs(req: Request, job: Job, spec: JobSpec, now: datetime) ->
     candidate = job.model_copy(update={**fields, "anchor": replaced_anchor(job, spec, now)})
     enabled, _ = resumed(candidate, now, req.services.jobs.layout)
     if enabled.state is JobState.COMPLETED:
-        raise invalid(f"ScheduleExpression: {no_slot_reason(candidate, now)}; it did not run while DISABLED")
+        reason = service_wording(no_slot_reason(candidate, now))  # (EndDate, not end_at)
+        raise invalid(f"{reason}; it did not run while DISABLED")
 
 
 def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
