@@ -8,7 +8,8 @@ The invariant, per kind of job (:mod:`.liveness` holds the definitions):
   with no slot left is COMPLETED within the grace of its last slot.
 * ``delay(...)``: its newest run in flight, or the timer its last run's end (or its last change)
   wrote, not yet released long ago (released past the grace, its message perhaps lost, it is
-  released again: a run still waiting is kept to one by the claim).
+  released again: a run still waiting is kept to one by the claim; counted
+  ``DelayRunsReleasedAgain``, not reported as a repair).
 * ``after(...)``: every parent that exists lists it as a dependant (the link that dispatches it).
 * in flight, for ``delay`` jobs' newest run and ``skip``/``queue`` jobs' turn: a RETRY_WAIT slot
   is retried, a lapsed lease taken over, a queued slot handed the turn, each within

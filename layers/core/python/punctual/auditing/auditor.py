@@ -107,6 +107,7 @@ class AuditReport:
     deferred: int = 0  # its shards' pollers behind: judged on a later run
     unreadable: int = 0
     orphans: int = 0  # after() jobs whose parents were deleted: they can never fire
+    released_again: int = 0  # delay runs released past the grace, still unclaimed: released again
     timer_reads: int = 0
     complete: bool = True  # every segment read before the run had to stop
     repairs: list[Repair] = field(default_factory=list)
@@ -397,12 +398,13 @@ class ChainAuditor:
             job, now, since, [h for h, _ in heads], live.delay_placements(self.layout, job, heads)
         )
         slots = frozenset(slot_key(h) for h, _ in heads)
-        # Its timer released within the grace (review of QA29: counting one released within the
-        # in-flight grace plus PENDING_S as in flight kept a delay job whose message was really lost
-        # stopped ~90 minutes; released again meanwhile, a run still waiting is kept to one by the
-        # claim, at the price of a repair reported during a worker outage longer than the grace)
+        # Its timer released within the grace (QA29: within the in-flight grace plus PENDING_S kept a
+        # job whose message was lost stopped ~90 minutes); one released before: release_again
         if holds_delay_head(timers, job, slots, to_ms(since)) or live.in_motion(timers, job, since):
             report.confirmed_live += 1
+            return
+        if any(live.is_chain_timer(t, job) and t.slot in slots for t in timers):
+            release_again(self.repairer if self.config.repair else None, report, job, heads[0][0], now)
             return
         head = heads[0][0]
         self._repair(report, job, lambda: self.repairer.rearm(job, head, "delay", why, now), why)
@@ -531,6 +533,8 @@ class ChainAuditor:
             self.metrics.add("ChainsBroken", report.broken)
         if report.orphans:
             self.metrics.add("JobsOrphaned", report.orphans)
+        if report.released_again:
+            self.metrics.add("DelayRunsReleasedAgain", report.released_again)
         if report.repaired:
             self.metrics.add("ChainsRepaired", report.repaired)
             self.metrics.add("SlotsMissed", sum(r.missed_count for r in report.repairs if r.applied))
@@ -602,6 +606,20 @@ def resumed_pending(
         for minute in {minute_of(at), minute_of(at + timedelta(seconds=live.LANE_MARGIN_S))}
         for t in bucket(Lane.NEAR, minute, shard)
     )
+
+
+def release_again(
+    repairer: Repairer | None, report: AuditReport, job: Job, head: datetime, now: datetime
+) -> None:
+    """A delay chain's run whose timer is there, released past the grace (its pollers are not
+    behind), with no record yet: it waits in its queue (a worker outage) or its message was lost
+    (dead-lettered: that queue's alarm says so). Not a broken chain (QA30: a long outage was reported
+    "repaired", a false alarm): its timer is written again all the same (``repairer``; None: repairs
+    are off), the claim keeping the slot to one run, and it is counted apart from repairs."""
+    if repairer is not None:
+        repairer.rearm(job, head, "delay", "released again", now)
+    report.released_again += 1
+    log.info("delay run %s of %s/%s released again: no record yet", slot_key(head), job.tenant, job.id)
 
 
 def holds_delay_head(timers: list[Timer], job: Job, slots: frozenset[str], after_ms: int) -> bool:
