@@ -378,8 +378,8 @@ class ChainAuditor:
         if floor is None:  # every slot left was released, its message not run yet: no chain to mend
             report.confirmed_live += 1
             return
-        why = suspect.why
-        self._repair(report, job, lambda: self.repairer.clock(job, restart, floor, why, now), why)
+        why, told = suspect.why, lambda r: announce(self.events, self.clock.now(), job, r, flush=True)
+        self._repair(report, job, lambda: self.repairer.clock(job, restart, floor, why, now, told), why)
 
     def _confirm_delay(self, job: Job, now: datetime, since: datetime, why: str, report: AuditReport) -> None:
         newest = newest_known(self.store, job)
@@ -436,11 +436,8 @@ class ChainAuditor:
             repair.missed_count,
             "" if repair.applied else " (another writer got there first: nothing written)",
         )
-        if repair.applied:
-            now = self.clock.now()
-            self.events.add(repair_event(job, repair, now))
-            for event in missed_events(repair, now):  # (QA23: a repair's range had no Slot Missed)
-                self.events.add(event)
+        if repair.applied and not repair.announced:
+            announce(self.events, self.clock.now(), job, repair, flush=False)
 
     # ------------------------------------------------------------------ reads
 
@@ -606,6 +603,17 @@ def resumed_pending(
         for minute in {minute_of(at), minute_of(at + timedelta(seconds=live.LANE_MARGIN_S))}
         for t in bucket(Lane.NEAR, minute, shard)
     )
+
+
+def announce(events: EventPublisher, now: datetime, job: Job, repair: Repair, flush: bool) -> None:
+    """``repair``'s events: its Chain Repaired, and a Slot Missed for each record it wrote MISSED
+    (QA23: a repair's range had none); ``flush``: sent now (a repair announced before its chain
+    goes on, QA30), else with the run's other events."""
+    events.add(repair_event(job, repair, now))
+    for event in missed_events(repair, now):
+        events.add(event)
+    if flush:
+        events.flush()
 
 
 def release_again(

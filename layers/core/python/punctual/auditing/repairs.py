@@ -8,10 +8,13 @@ clock (``cron``, ``rate``, ``at``)
     change) up to the first slot released after now, become **one** MISSED record, reason
     ``chain repaired``, on the first of them (``last_slot`` and ``slot_count`` say how far it
     goes). It is created only if that slot has no record: the conditional put is the repair's
-    lock, so a second auditor, or a chain that moved meanwhile, repairs nothing. Then the timer
-    of that next slot is written, the very row a live chain would write (same key), and the
-    chain goes on from there. A job with no slot left is marked COMPLETED, as its last release
-    would have (conditional on its version).
+    lock, so a second auditor, or a chain that moved meanwhile, repairs nothing. The range is told
+    of (its missed alert, the after() children's records, the skipped count, the Chain Repaired
+    and Slot Missed events, sent), then the timer of that next slot is written, the very row a live
+    chain would write (same key), and the chain goes on from there: an auditor that dies after the
+    timer has left nothing untold, and one that dies before it leaves the chain to the next pass,
+    which restarts it after the range's record (its ``last_slot``). A job with no slot left is
+    marked COMPLETED, as its last release would have (conditional on its version).
 delay
     The next run's FIRE timer is written again, due at once if its instant passed: the poller
     releases it with its deduplication id and the worker's claim starts it once; its end
@@ -75,6 +78,7 @@ class Repair:
     # The MISSED records the repair wrote (the job's range, its after() children's): each is a
     # Slot Missed event on the deployment's bus, as the slots a poller records MISSED are.
     missed_records: tuple[tuple[Job, Execution], ...] = field(default=(), compare=False, repr=False)
+    announced: bool = field(default=False, compare=False)  # its events were sent by the repair itself
 
 
 @dataclass(frozen=True)
@@ -126,9 +130,23 @@ class Repairer:
 
     # ------------------------------------------------------------------ clock chains
 
-    def clock(self, job: Job, head: datetime | None, floor: datetime, reason: str, now: datetime) -> Repair:
+    def clock(
+        self,
+        job: Job,
+        head: datetime | None,
+        floor: datetime,
+        reason: str,
+        now: datetime,
+        announce: Callable[[Repair], None] | None = None,
+    ) -> Repair:
         """Record the slots lost from ``floor`` on (the first slot after it) up to ``head``, the
-        first slot released after now, and restart the chain at ``head`` (None: complete the job)."""
+        first slot released after now, and restart the chain at ``head`` (None: complete the job).
+
+        The lost range is told of (:meth:`_told`) and the repair announced (``announce``: its
+        events, sent) before the chain goes on: a repairer that dies after the timer's write has
+        left nothing untold, and one that dies before it leaves the chain to the next audit, which
+        restarts it after the range its record holds (QA30: the range's alert, children's records,
+        skipped count and events came after the timer, and were lost for good with the auditor)."""
         first = next_slot(job, floor)
         lost = count_lost(job, first, head) if first is not None else None
         base = Repair(
@@ -149,13 +167,15 @@ class Repairer:
             record = self._lock_lost(job, lost, reason, now)
             if record is None:
                 return replace(base, applied=False)
-            base = replace(base, missed_records=((job, record),))
+            # Told of before the chain goes on; each step's failure is caught and logged, so none
+            # costs the chain its timer (QA29: a write of the job item a transaction held did)
+            base = self._told(replace(base, missed_records=((job, record),)), job, now)
         if head is not None:
-            # The chain goes on before the lost range is told of: a failure of that (a write of the
-            # job item a transaction holds) cost it the timer, the lock taken (QA29: stopped until
-            # the next audit period, and the slots to then lost too)
+            if announce is not None:
+                announce(base)
+                base = replace(base, announced=True)
             self.store.put_timers([fire_timer(self.layout, job, head, written(now))])
-            return self._told(base, job, now)
+            return base
         done = job.model_copy(
             update={
                 "state": JobState.COMPLETED,
@@ -169,8 +189,8 @@ class Repairer:
             # Another writer moved the job first: its completion is left to the next audit, but
             # the lost slots recorded above are written, and told of (review, QA24: reported as
             # not applied, their records never had their events, and no later audit sends them)
-            return replace(self._told(base, job, now), applied=bool(base.missed_records))
-        return self._told(base, job, now)
+            return replace(base, applied=bool(base.missed_records))
+        return base
 
     def _lock_lost(self, job: Job, lost: LostSlots, reason: str, now: datetime) -> Execution | None:
         """The lost slots' one MISSED record, created only if its first slot has none (the lock);
