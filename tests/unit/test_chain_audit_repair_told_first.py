@@ -4,7 +4,6 @@ Chain Repaired or Slot Missed event), and no later pass would, the chain being l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,9 +14,8 @@ from punctual.auditing import AuditReport
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
 from punctual.delivery.notifications.events import SLOT_MISSED
 from punctual.dispatch.queues import MessageKind
-from punctual.models import ExecutionStatus
+from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
-from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import Timer
 
@@ -26,32 +24,37 @@ class Died(BaseException):
     """The auditor's process ended (a Lambda cut off): nothing after it runs."""
 
 
-class DiesAfterATimer:
-    """The repairer's store: its first timer write lands, then the process dies."""
+class DiesOnce:
+    """A port of the repairer's whose first call of ``method`` dies with the process: after its
+    write lands (``after``), or before it."""
 
-    def __init__(self, store: JobStore) -> None:
-        self._store = store
+    def __init__(self, inner: Any, method: str, after: bool) -> None:
+        self._inner, self._method, self._after = inner, method, after
         self.died = False
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        called = getattr(self._inner, name)
+        if name != self._method or self.died:
+            return called
 
-    def put_timers(self, timers: Sequence[Timer]) -> None:
-        self._store.put_timers(timers)
-        if not self.died:
+        def dying(*args: Any) -> None:
             self.died = True
+            if self._after:
+                called(*args)
             raise Died
 
+        return dying
 
-def test_an_auditor_that_dies_after_the_repaired_timer_has_told_of_the_range(t0: datetime) -> None:
+
+def _broken(t0: datetime) -> tuple[AuditRig, Job, Timer]:
+    """A rate job with a missed alert rule whose head timer is deleted (its chain broken), and an
+    auditor whose death (:class:`Died`) ends its pass, the next pass going on as usual."""
     rig = AuditRig(MemoryStore(), ManualClock(t0))
     alert = {"on": ["missed"], "target": {"type": "http", "url": "https://example.com/a"}}
     job = rig.jobs.register("default", spec("rate(1 minute)", alerts=[alert]), job_id="job")[0]
     rig.run(3)
     [head] = rig.future_chain_timers(job)
-    Breaker(rig.store).delete(head)  # its chain is broken
-    dying = DiesAfterATimer(rig.store)
-    rig.auditor.repairer.store = dying  # type: ignore[assignment]
+    Breaker(rig.store).delete(head)
     audit = rig.audit
 
     def audit_or_die() -> AuditReport | None:
@@ -61,6 +64,13 @@ def test_an_auditor_that_dies_after_the_repaired_timer_has_told_of_the_range(t0:
             return None
 
     rig.audit = audit_or_die  # type: ignore[method-assign]
+    return rig, job, head
+
+
+def test_an_auditor_that_dies_after_the_repaired_timer_has_told_of_the_range(t0: datetime) -> None:
+    rig, job, head = _broken(t0)
+    dying = DiesOnce(rig.store, "put_timers", after=True)
+    rig.auditor.repairer.store = dying
     # When the auditor repairs the chain and dies right after the timer's write
     rig.run(8)
     assert dying.died
@@ -73,3 +83,22 @@ def test_an_auditor_that_dies_after_the_repaired_timer_has_told_of_the_range(t0:
     assert [m.slot for m in alerts] == [head.slot]
     types = [e.detail_type for e in rig.events.events]
     assert types.count(CHAIN_REPAIRED_EVENT) == 1 and types.count(SLOT_MISSED) == 1
+
+
+def test_a_range_an_auditor_died_before_telling_of_is_told_by_the_next_repair(t0: datetime) -> None:
+    rig, job, head = _broken(t0)
+    dying = DiesOnce(rig.auditor.repairer.queues, "send", after=False)  # the range's missed alert
+    rig.auditor.repairer.queues = dying
+    # When the auditor dies after recording the lost range, before telling of it or writing the timer
+    rig.run(8)
+    assert dying.died
+    # Then the next pass repaired the chain from after that range, and told of both ranges
+    missed = sorted((r for r in rig.history(job) if r.status is ExecutionStatus.MISSED), key=lambda r: r.slot)
+    assert len(missed) == 2 and missed[0].slot == head.slot
+    assert rig.future_chain_timers(job)
+    counted = sum(r.slot_count or 1 for r in missed)
+    assert rig.store.get_job("default", job.id).skipped_slots == counted
+    alerts = [m.slot for m in rig.sim.sent(job.id) if m.kind == MessageKind.ALERT]
+    assert sorted(alerts) == [r.slot for r in missed]
+    slots_missed = [e.detail["slot"] for e in rig.events.events if e.detail_type == SLOT_MISSED]
+    assert sorted(slots_missed) == [r.slot for r in missed]

@@ -48,6 +48,7 @@ from punctual.timing.schedules.periods import RateSchedule
 from punctual.timing.slots import dispatch_instant, fire_timer, next_slot, schedule_of
 from punctual.timing.timers import TimerKind, TimerLayout, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill
+from punctual.usecases.delay_chains import find_newest_scheduled
 
 log = logging.getLogger("punctual.auditing")
 
@@ -149,6 +150,7 @@ class Repairer:
         skipped count and events came after the timer, and were lost for good with the auditor)."""
         first = next_slot(job, floor)
         lost = count_lost(job, first, head) if first is not None else None
+        earlier = self._earlier_range(job)
         base = Repair(
             kind="clock" if head is not None else "completion",
             tenant=job.tenant,
@@ -171,6 +173,10 @@ class Repairer:
             # costs the chain its timer (QA29: a write of the job item a transaction held did)
             base = self._told(replace(base, missed_records=((job, record),)), job, now)
         if head is not None:
+            if earlier is not None:  # (its events come first: it is the older range)
+                told = self._told(_of_range(job, earlier), job, now)
+                if announce is not None:
+                    announce(told)
             if announce is not None:
                 announce(base)
                 base = replace(base, announced=True)
@@ -191,6 +197,16 @@ class Repairer:
             # not applied, their records never had their events, and no later audit sends them)
             return replace(base, applied=bool(base.missed_records))
         return base
+
+    def _earlier_range(self, job: Job) -> Execution | None:
+        """The range an earlier repair of ``job`` recorded MISSED, when it is still the job's newest
+        scheduled record: that repair's chain is broken again before any slot ran, most likely as
+        its repairer died before the timer, and maybe before it told of the range (QA30): told of
+        again (its alert and children's records are written once; its count and events may repeat)."""
+        newest, _ = find_newest_scheduled(self.store, job)
+        if newest is None or newest.status is not ExecutionStatus.MISSED:
+            return None
+        return newest if (newest.error or "").startswith(CHAIN_REPAIRED) else None
 
     def _lock_lost(self, job: Job, lost: LostSlots, reason: str, now: datetime) -> Execution | None:
         """The lost slots' one MISSED record, created only if its first slot has none (the lock);
@@ -322,6 +338,21 @@ class Repairer:
             owner=owner,
         )
         self.store.put_timers([timer])
+
+
+def _of_range(job: Job, record: Execution) -> Repair:
+    """The repair that recorded ``record``, a chain-repaired MISSED range, as it can be told of."""
+    return Repair(
+        kind="clock",
+        tenant=job.tenant,
+        job_id=job.id,
+        reason=record.error or CHAIN_REPAIRED,
+        missed_from=record.slot,
+        missed_through=record.last_slot or record.slot,
+        missed_count=record.slot_count or 1,
+        version=record.job_version,
+        missed_records=((job, record),),
+    )
 
 
 def written(now: datetime) -> datetime:
