@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "tableRemovalPolicy": c.REMOVAL_POLICIES[0],
     "apiThrottleRatePerS": c.API_THROTTLE_RATE_PER_S,
     "apiThrottleBurst": c.API_THROTTLE_BURST,
+    "apiReservedConcurrency": c.API_RESERVED_CONCURRENCY,
     "apiWebAclArn": "",
     "fireDelayAlarmMs": c.FIRE_DELAY_P99_ALARM_MS,
     "eventsBus": c.EVENTS_BUSES[0],
@@ -211,6 +212,7 @@ class PunctualConfig:
     table_removal_policy: str
     api_throttle_rate_per_s: int
     api_throttle_burst: int
+    api_reserved_concurrency: int
     api_web_acl_arn: str
     fire_delay_alarm_ms: int
     events_enabled: bool
@@ -302,6 +304,7 @@ class PunctualConfig:
             table_removal_policy=reader.choice("tableRemovalPolicy", c.REMOVAL_POLICIES),
             api_throttle_rate_per_s=reader.integer("apiThrottleRatePerS", 1, 10**6),
             api_throttle_burst=reader.integer("apiThrottleBurst", 1, 10**6),
+            api_reserved_concurrency=reader.integer("apiReservedConcurrency", 0, 10_000),
             api_web_acl_arn=reader.text("apiWebAclArn", required=False),
             fire_delay_alarm_ms=reader.integer("fireDelayAlarmMs", 100, 600_000),
             events_enabled=reader.boolean("eventsEnabled"),

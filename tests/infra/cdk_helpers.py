@@ -42,6 +42,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "tableRemovalPolicy": "destroy",
     "tableDeletionProtection": "false",  # as `-c key=value` passes it: a string
     "alarmEmails": "ops@example.com,oncall@example.com",
+    "apiReservedConcurrency": "50",  # as `-c key=value` passes it: a string
     "apiWebAclArn": "arn:aws:wafv2:eu-west-1:123456789012:regional/webacl/punctual/0000-1111",
     "targetArnPatterns": [
         "arn:aws:lambda:eu-west-1:123456789012:function:team-*",

@@ -199,6 +199,16 @@ def test_a_throttled_poller_raises_an_alarm(default_synth: Synth) -> None:
     _five_minutes_any(alarm)
 
 
+def test_a_throttled_api_raises_an_alarm(any_synth: Synth) -> None:
+    # The api function's reserved concurrency full: API Gateway answers 500 without the handler
+    # running, so ApiFailures (the handler's count and the function's Errors) never hears it
+    api = f"<{any_synth.logical_id(any_synth.stack.api.handler.function)}>"
+    alarm = _alarm(any_synth, "ApiThrottled")
+
+    assert _lambda_metrics(alarm) == {("Throttles", api)}
+    _five_minutes_any(alarm)
+
+
 def test_a_job_deferred_at_every_audit_pass_raises_an_alarm(any_synth: Synth, t0: datetime) -> None:
     # QA24: a job whose shards' pollers stay behind is deferred at every pass, never judged, and
     # ChainAuditDeferred was counted with no alarm; one deferral (a lagging minute) is not alarmed

@@ -151,6 +151,31 @@ def test_api_stage_logs_traces_and_throttles(any_synth: Synth) -> None:
     assert settings["DataTraceEnabled"] is False
 
 
+ACCOUNT_CONCURRENCY = 1000  # Lambda's default account quota
+UNRESERVED_MINIMUM = 100  # what Lambda keeps unreserved: a reservation may not take it
+
+
+def test_api_traffic_cannot_take_the_workers_concurrency(any_synth: Synth) -> None:
+    # The brief's known gap: the api function had no reserved concurrency, so API traffic (its
+    # stage lets 100 requests a second and bursts of 200 in, each up to 29 s) could take the
+    # account's whole Lambda concurrency, and the workers and pollers were throttled: slots late
+    api = any_synth.logical_id(any_synth.stack.api.handler.function)
+    config = any_synth.stack.config
+    reserved = any_synth.resources[api]["Properties"].get("ReservedConcurrentExecutions")
+
+    assert reserved == config.api_reserved_concurrency > 0
+    assert config.stack_name != "PunctualCustom" or reserved == 50  # the context's, read as text
+    # And in the default deployment, what is left in a default account holds what the workers'
+    # event sources may run at once, and two overlapping minutes of the most pollers
+    if config.stack_name == "Punctual":
+        workers = sum(
+            m["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+            for m in any_synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        )
+        pollers = 2 * config.pollers_per_minute
+        assert reserved + workers + pollers <= ACCOUNT_CONCURRENCY - UNRESERVED_MINIMUM
+
+
 def test_web_acl_from_context_is_associated_with_the_stage(custom_synth: Synth) -> None:
     (association,) = custom_synth.of_type("AWS::WAFv2::WebACLAssociation").values()
 

@@ -47,6 +47,8 @@ class Api(Construct):
             timeout_s=c.API_TIMEOUT_S,
             memory_mb=c.API_MEMORY_MB,
             environment=environment,
+            # bounded: API traffic cannot take the account's concurrency from the workers (0: none)
+            reserved_concurrency=config.api_reserved_concurrency or None,
         )
         storage.grant_items(self.handler.role, c.TABLE_ACTIONS_BY_COMPONENT["api"])
         storage.grant_dispatch_key(self.handler.role)  # "run now" signs the slot it sends

@@ -12,6 +12,9 @@ is written only when there is something to count), alarm and OK to the topic:
   (a crash or a time-out, answered 502/504 by API Gateway without the handler counting). Not
   the deliberate 503 ``busy`` (storage throttling or unreached: nothing done, the client retries)
   nor the 504 ``storage-timeout``, which ``Api5xx`` and API Gateway's ``5XXError`` count too;
+* ``ApiThrottled``: the api function's ``Throttles``: its reserved concurrency
+  (``apiReservedConcurrency``) was full, and API Gateway answered those requests 500 itself (the
+  handler never ran, so ``ApiFailures`` does not count them);
 * ``PollersThrottled``: the poller functions' (standard + lean) ``Throttles``. A minute's poller
   that cannot be invoked is retried, then caught so the other groups run: that group's jobs stop
   while the others fire, and ``NoPollerInvoked`` (every poller silent) never hears it. A throttle
@@ -104,6 +107,16 @@ def failure_alarms(
         " its traceback), 503 'misconfigured' (the shard counts differ from the table's: nothing is"
         " written until fixed), or the function crashed or timed out (API Gateway answered 502/504)."
         " Not the 503 'busy' of a throttled or unreached table. The api function's log names it.",
+    )
+    alarm(
+        "ApiThrottled",
+        metric=api.function.metric_throttles(period=FAILURE_WINDOW, statistic="Sum", label="API throttles"),
+        threshold=1,
+        description="The api function was throttled: its reserved concurrency (apiReservedConcurrency)"
+        " was full, and API Gateway answered those requests 500 Internal server error without the"
+        " handler running (the client retries them). Raise apiReservedConcurrency (with"
+        " apiThrottleRatePerS: it needs about the stage's requests a second x their seconds), or"
+        " find the slow requests in the api function's log.",
     )
     alarm(
         "PollersThrottled",
