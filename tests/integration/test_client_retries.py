@@ -303,6 +303,34 @@ def test_api_gateways_502_and_504_are_a_lost_answer(
     assert [j["id"] for j in client.iter_jobs()] == [made["id"]]
 
 
+def test_api_gateways_500_for_a_throttled_function_is_sent_again_whatever_the_method(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA30: API Gateway answers 500 {"message": "Internal server error"} itself when Lambda refuses
+    # to invoke the API's function (throttled: its reserved concurrency full): nothing was done, but
+    # the client retried nothing, and a create failed with "500 Internal server error"
+    gateway = {"statusCode": 500, "headers": {}, "body": '{"message": "Internal server error"}'}
+    spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
+    fake = FakeTime()
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    _answer_first(served, monkeypatch, gateway, gateway)
+    made = client.create_job(spec)  # no Idempotency-Key: safe, as the function never ran
+    assert fake.slept == [0.25, 0.5] and [j["id"] for j in client.iter_jobs()] == [made["id"]]
+    _answer_first(served, monkeypatch, gateway)
+    assert client.replace_job(made["id"], {**spec, "schedule": "rate(2 hours)"})["version"] == 2
+    # And the API's own 500 (problem details: it ran, and failed) is not sent again
+    own = {
+        "statusCode": 500,
+        "headers": {"Content-Type": "application/problem+json"},
+        "body": '{"title": "Internal error", "status": 500, "detail": "see the log"}',
+    }
+    _answer_first(served, monkeypatch, own)
+    with pytest.raises(ApiError) as caught:
+        client.create_job(spec)
+    assert caught.value.status == 500 and fake.slept == [0.25, 0.5, 0.25]
+    assert len(list(client.iter_jobs())) == 1
+
+
 @pytest.mark.parametrize("status", [502, 504])
 def test_a_batch_whose_answer_was_lost_is_sent_again_and_makes_each_job_once(
     served: Served, monkeypatch: pytest.MonkeyPatch, status: int

@@ -27,6 +27,7 @@ from punctual_cli.retries import (
     RETRIED_STATUSES,
     RetryPolicy,
     in_progress,
+    not_invoked,
     repeatable,
     retry_after,
 )
@@ -512,7 +513,11 @@ def _retry_wait(
     def again(sent: bool) -> bool:
         return repeatable_post or repeatable(method, headers, sent)
 
-    if exc.status in RETRIED_STATUSES or in_progress(exc.status, exc.problem, headers):
+    if (
+        exc.status in RETRIED_STATUSES
+        or in_progress(exc.status, exc.problem, headers)
+        or not_invoked(exc.status, exc.problem)
+    ):
         asked = exc.retry_after_s  # nothing was done (or a keyed request's first is still running)
     elif isinstance(exc, UnansweredError) and again(exc.sent):
         asked = None

@@ -1,7 +1,8 @@
 """When :class:`~punctual_cli.client.PunctualClient` sends a request again (standard library only).
 
 The API answers 429 (the tenant's request quota) and 503 (storage shedding load, another request
-on the same items) having done nothing, with ``Retry-After`` saying when to come back
+on the same items) having done nothing, as API Gateway's own 500 is (the function not invoked:
+throttled), with ``Retry-After`` saying when to come back
 (docs/api.md): such a request is sent again, whatever its method. A request that got no answer
 is sent again only when doing it twice is doing it once: a ``GET``, ``HEAD``, or a ``POST`` with
 an ``Idempotency-Key``; a ``PUT`` or ``DELETE`` too when it never reached the API (the connection
@@ -27,10 +28,15 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 RETRIED_STATUSES = frozenset({429, 503})
-# API Gateway's own answers when the API's function failed (502: it crashed, was throttled or
-# answered malformed) or gave no answer in time (504): the request may have been done, so these
-# are an answer lost, sent again only when that can be repeated (as a timeout is)
+# API Gateway's own answers when the API's function failed (502: it crashed or answered malformed)
+# or gave no answer in time (504): the request may have been done, so these are an answer lost,
+# sent again only when that can be repeated (as a timeout is)
 LOST_ANSWER_STATUSES = frozenset({502, 504})
+# API Gateway's own 500 (its body this message alone, no problem details): Lambda refused to invoke
+# the API's function (throttled: its reserved concurrency, apiReservedConcurrency, full), so it
+# never ran and nothing was done: sent again as a 503 is (AWS: "If the Lambda API rejects the
+# invocation request, API Gateway returns a 500"; a function that ran and failed is its 502).
+GATEWAY_REJECTED = {"message": "Internal server error"}
 # A 409 whose problem is this: the first request with the same Idempotency-Key is still running;
 # the same request again, once it ended, answers its reply (docs/api.md)
 IN_PROGRESS_TYPE = "request-in-progress"
@@ -80,6 +86,11 @@ def in_progress(status: int, problem: Mapping[str, object], headers: Mapping[str
     keyed = _keyed(headers)
     kind = str(problem.get("type", ""))
     return keyed and status == 409 and kind.endswith(IN_PROGRESS_TYPE)  # urn:punctual:problem:...
+
+
+def not_invoked(status: int, problem: Mapping[str, object]) -> bool:
+    """Whether an answer is API Gateway's 500 for a function Lambda did not invoke (nothing done)."""
+    return status == 500 and dict(problem) == GATEWAY_REJECTED
 
 
 def repeatable(method: str, headers: Mapping[str, str], sent: bool) -> bool:
