@@ -19,6 +19,7 @@ from capacity_model import (
     Check,
     Deployment,
     PerTrigger,
+    dispatch_concurrency,
     ecs_task_rate,
     groups_for,
     map_limit_for,
@@ -80,7 +81,7 @@ def lambda_environments(d: Deployment, t: float) -> float:
 
 
 def lambda_concurrency(d: Deployment, t: float, pollers: int) -> float:
-    cap = min(d.queue_count * d.worker_max_concurrency, d.account_concurrency - pollers)
+    cap = min(d.queue_count * d.worker_max_concurrency, dispatch_concurrency(d) - pollers)
     return max(0.0, min(cap, esm_concurrency(d, t), lambda_environments(d, t)))
 
 
@@ -280,7 +281,9 @@ def burst_ready_settings(
             esm_mode="provisioned",
             esm_min_pollers=min(200, math.ceil(per_queue / LIMITS["lambda_esm_invokes_per_poller"].value)),
             prewarmed_workers=n,
-            account_concurrency=max(d.account_concurrency, int(round_up(n + 2 * groups, 100))),
+            account_concurrency=max(
+                d.account_concurrency, int(round_up(n + 2 * groups + d.api_reserved_concurrency, 100))
+            ),
         )
 
     high = 20_000 if workers == "ecs" else DEPLOYABLE_MAX_QUEUES * 1000

@@ -32,6 +32,7 @@ class Deployment:
     worker_functions: int = 1  # one worker function drains every short queue (per-queue: not deployable)
     worker_max_concurrency: int = 200  # per queue (event source MaximumConcurrency)
     account_concurrency: int = 1000  # a Service Quotas request, not a cdk.json key
+    api_reserved_concurrency: int = 200  # the api function's reservation (cdk.json apiReservedConcurrency)
     max_shard_groups: int = 40
     triggers_per_poller_minute: int = 60_000
     batch_size: int = 10
@@ -73,6 +74,7 @@ CDK_CONTEXT_KEYS = {
     "batch_size": "workerBatchSize",
     "warm_wru": "tableWarmWriteUnitsPerSecond",
     "warm_rru": "tableWarmReadUnitsPerSecond",
+    "api_reserved_concurrency": "apiReservedConcurrency",
 }
 
 
@@ -243,8 +245,13 @@ def groups_for(rate_per_s: float, d: Deployment) -> int:
     return min(max(1, needed), d.max_shard_groups, d.shard_count)
 
 
+def dispatch_concurrency(d: Deployment) -> int:
+    """The account's Lambda concurrency left to the workers and pollers: the API reserves its own."""
+    return d.account_concurrency - d.api_reserved_concurrency
+
+
 def worker_concurrency_cap(d: Deployment) -> int:
-    return min(d.queue_count * d.worker_max_concurrency, d.account_concurrency)
+    return min(d.queue_count * d.worker_max_concurrency, dispatch_concurrency(d))
 
 
 def query_read_units(items: float, item_bytes: float) -> float:
@@ -376,9 +383,9 @@ def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
             "queueCount x workerMaxConcurrency (event-source MaximumConcurrency), within the account quota",
         ),
         Check(
-            "Lambda account concurrency (workers + pollers)",
+            "Lambda account concurrency (workers + pollers; the API reserves its own)",
             concurrency + pollers,
-            d.account_concurrency,
+            dispatch_concurrency(d),
             "environments",
             lim["lambda_account_concurrency"].source,
         ),
@@ -431,5 +438,7 @@ def scale_settings(rate: float, d: Deployment, p: PerTrigger, target: float = 2.
     environments = rate * worker_seconds(tuned, p) + math.ceil(groups * tuned.poller_minute_s / 60)
     return replace(
         tuned,
-        account_concurrency=int(max(d.account_concurrency, round_up(target * environments, 100))),
+        account_concurrency=int(
+            max(d.account_concurrency, round_up(target * environments + d.api_reserved_concurrency, 100))
+        ),
     )

@@ -42,6 +42,7 @@ from capacity_model import (
     Check,
     Deployment,
     PerTrigger,
+    dispatch_concurrency,
     groups_for,
     least,
     worker_concurrency_cap,
@@ -200,9 +201,10 @@ def regional_checks(
             "queueCount x workerMaxConcurrency (event-source MaximumConcurrency), within the account quota",
         ),
         Check(
-            f"Lambda account concurrency per Region (workers {concurrency:,.0f} + pollers {pollers})",
+            f"Lambda account concurrency per Region (workers {concurrency:,.0f} + pollers {pollers};"
+            " the API reserves its own)",
             concurrency + pollers,
-            d.account_concurrency,
+            dispatch_concurrency(d),
             "environments",
             lim["lambda_account_concurrency"].source,
         ),

@@ -207,7 +207,8 @@ def quota_ask_for(
     pollers = math.ceil(capacity_model.groups_for(rate, d) * d.poller_minute_s / 60)
     queues = max(d.queue_count, math.ceil(environments / QUOTAS["lambda_esm_max"].value))
     per_queue = min(QUOTAS["lambda_esm_max"].value, math.ceil(environments / queues))
-    account = max(d.account_concurrency, int(math.ceil((environments + pollers * target) / 100) * 100))
+    wanted = environments + pollers * target + d.api_reserved_concurrency  # the API reserves its own
+    account = max(d.account_concurrency, int(math.ceil(wanted / 100) * 100))
     context = {}
     if queues > d.queue_count:
         context["queueCount"] = queues

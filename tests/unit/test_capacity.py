@@ -109,9 +109,10 @@ def test_the_tick_plans_one_group_per_triggers_per_poller_minute_within_the_boun
 
 def test_worker_concurrency_is_queues_times_event_source_concurrency_within_the_account() -> None:
     assert capacity_model.worker_concurrency_cap(D) == 200
-    assert (
-        capacity_model.worker_concurrency_cap(replace(D, queue_count=10, worker_max_concurrency=1000)) == 1000
-    )
+    # within what the account leaves the workers: its 1,000 less the API's reserved concurrency
+    many = replace(D, queue_count=10, worker_max_concurrency=1000)
+    assert capacity_model.worker_concurrency_cap(many) == 1000 - D.api_reserved_concurrency == 800
+    assert capacity_model.worker_concurrency_cap(replace(many, api_reserved_concurrency=0)) == 1000
 
 
 # --------------------------------------------------------------------------- DynamoDB
