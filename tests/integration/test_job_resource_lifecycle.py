@@ -34,6 +34,7 @@ class RoleApi:
         self.api = api
         self.role_arn = role_arn
         self.urls: list[str] = []
+        self.apart: set[str] = set()  # URLs of other deployments: only the jobs made there are found
 
     def __call__(self, url: str) -> RoleApi:
         self.urls.append(url)
@@ -42,6 +43,9 @@ class RoleApi:
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
+        url = self.urls[-1] if self.urls else ""
+        if url in self.apart and method == "GET" and not path.endswith(provider.api_tag(url)):
+            return 404, {"title": "Not found", "detail": "no such job in this deployment"}
         reply = self.api.call(method, path, body, headers=headers, user=self.role_arn)
         return reply.status, reply.body
 
@@ -141,6 +145,7 @@ def test_a_replacement_swaps_safely_and_its_rollback_leaves_the_old_job(
     api: ApiClient, as_a: RoleApi
 ) -> None:
     old_id = provider.on_event(_event("Create", "req-1", _spec()), as_a)["PhysicalResourceId"]
+    as_a.apart.add(OTHER_URL)
     # When the job moves to another deployment's URL (a replacement), delivered twice
     replace = _event(
         "Update",

@@ -147,8 +147,21 @@ def _torn(
 # ------------------------------------------------------------ 1. the rollback of a failed move
 
 
+def _another_deployment(role: RoleApi, url: str = OTHER_URL) -> None:
+    """``url`` is another deployment's API (the tests' one table stands for both): a job is found
+    there only when it was made there (its id names that API)."""
+
+    def elsewhere(method: str, path: str, body: Any, headers: Any, real: Any) -> tuple[int, Any]:
+        if path.endswith(provider.api_tag(url)):
+            return real(method, path, body, headers)  # type: ignore[no-any-return]
+        return 404, {"title": "Not found", "detail": "no such job in this deployment"}
+
+    role.faults.append(("GET", "/v1/jobs/", url, elsewhere))
+
+
 def test_the_rollback_of_a_failed_move_updates_the_one_job_in_place(api: ApiClient, role: RoleApi) -> None:
     old_id = provider.on_event(_event("Create", "req-1", _spec()), role)["PhysicalResourceId"]
+    _another_deployment(role)
     # When a move to another deployment fails there (an IAM refusal of the new API)
     role.faults.append(("PUT", "/v1/jobs/", OTHER_URL, lambda *_: IAM_REFUSAL))
     move = _event(
@@ -172,7 +185,7 @@ def test_the_rollback_of_a_failed_move_updates_the_one_job_in_place(api: ApiClie
     assert provider.on_event(rollback, role)["PhysicalResourceId"] == old_id
     assert _live(api) == [old_id] and role.url == URL
     # And a move that succeeds is still a replacement: a new job at the new API
-    role.faults.clear()
+    role.faults = [fault for fault in role.faults if fault[0] != "PUT"]  # (the other deployment stays)
     new_id = provider.on_event(move | {"RequestId": "req-4"}, role)["PhysicalResourceId"]
     assert new_id != old_id and sorted(_live(api)) == sorted([old_id, new_id])
     assert new_id.endswith(provider.api_tag(OTHER_URL)) and old_id.endswith(provider.api_tag(URL))
@@ -389,6 +402,7 @@ def test_a_torn_reply_to_a_replacing_update_leaves_only_the_old_job(
 ) -> None:
     provider.handler(_event("Create", "req-1", _spec()), None)
     old_id = answers[-1]["PhysicalResourceId"]
+    _another_deployment(role)
     role.faults.append(("PUT", "/v1/jobs/", OTHER_URL, _torn))
     move = _event(
         "Update",

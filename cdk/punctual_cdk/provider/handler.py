@@ -13,7 +13,8 @@ Idempotency
     * Update replaces the job's spec in place (its history stays). A change of ``ApiUrl`` (another
       deployment) is a replacement: the job is created anew (new physical id) and CloudFormation
       deletes the old one once the update succeeded; on a rollback it deletes the new one instead.
-      Which is read from the job's id (it names its API, :func:`lives_at`): a move's rollback is in place.
+      Which is read from the job's id (it names its API, :func:`lives_at`): a move's rollback is in place,
+      and so is a move to an API the job is found at (another Region's of a multi-Region deployment).
     * Delete removes the job; one already gone (or a failed create's) is a success.
 
 Enabled
@@ -384,16 +385,13 @@ def lives_at(api: Api, physical: str, api_url: str, old_url: str) -> bool:
     """Whether the resource's job (``physical``) lives at ``api_url``: an Update there is in
     place, else a replacement. Decided from the job's id, which names the API it was made at, not
     from ``OldResourceProperties``: in the rollback of a failed move those name the API the job
-    never reached (QA21: the rollback made a second copy of the job). An id made before ids named
-    their API: the old properties' API, else the job found at ``api_url``."""
+    never reached (QA21: the rollback made a second copy of the job). A move, or an id made before
+    ids named their API: in place when the job is found at ``api_url``, which is then the same
+    deployment (another Region's API of a multi-Region one, over the one table: QA30, a replacement
+    made a second job beside it, and the old one's delete went to the Region that may be lost)."""
     if not _OURS.match(physical):
         return False
-    tag = physical[-8:]
-    if tag == api_tag(api_url):
-        return True
-    if tag == api_tag(old_url):  # made at the old API: a move
-        return False
-    if same_api(old_url, api_url):
+    if physical[-8:] == api_tag(api_url) or same_api(old_url, api_url):
         return True
     status, _ = api.request("GET", f"/v1/jobs/{physical}")
     return status == 200
