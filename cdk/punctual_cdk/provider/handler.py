@@ -10,17 +10,14 @@ Idempotency
     * Create puts the job at an id derived from the stack, the logical id and CloudFormation's
       request id, with ``If-None-Match: *``: a repeated delivery or a retry after a crash finds the
       job it made (412) and answers it; one request, one job.
-    * Update replaces the job's spec in place (its history stays). A change of ``ApiUrl`` (another
-      deployment) is a replacement: the job is created anew (new physical id) and CloudFormation
-      deletes the old one once the update succeeded; on a rollback it deletes the new one instead.
-      Which is read from the job's id (it names its API, :func:`lives_at`): a move's rollback is in place,
-      and so is a move to an API the job is found at (another Region's of a multi-Region deployment).
+    * Update replaces the job's spec in place (its history stays); a change of ``ApiUrl`` to another
+      deployment is a replacement (a new physical id; CloudFormation then deletes the old job, or on
+      a rollback the new one): :func:`lives_at` tells which (a move's rollback is in place).
     * Delete removes the job; one already gone (or a failed create's) is a success.
 
 Enabled
-    ``Enabled: false`` declares the job paused: the create stores it paused (``state: PAUSED``).
-    An update that turns it false pauses the job before replacing its spec; one that turns it true
-    resumes it after; one that leaves it changes no state (an operator's pause stays).
+    ``Enabled: false`` declares the job paused (created ``PAUSED``); an update that turns it false
+    pauses before the new spec, true resumes after it, unchanged changes no state.
 
 Only the standard library and botocore (which the Lambda runtime has): no layer, no packaging.
 """
@@ -530,16 +527,19 @@ def _just_made(api: Api, path: str, spec: dict[str, Any]) -> bool:
     """Whether the calendar at ``path`` was made in the last :data:`REDELIVERY_S` with the days
     ``spec`` declares (a repeated delivery of the Create that made it)."""
     status, body = api.request("GET", path)
-    if status != 200 or not isinstance(body, dict):
+    if status != 200 or not _has_days(body, spec):
         return False
     try:
         made = datetime.fromisoformat(str(body.get("created_at")).replace("Z", "+00:00"))
     except ValueError:
         return False
-    fields = ("timezone", "dates", "ranges")
+    return 0 <= time.time() - made.timestamp() <= REDELIVERY_S
+
+
+def _has_days(body: Any, spec: dict[str, Any]) -> bool:
+    """Whether the calendar ``body`` (the API's) has the days ``spec`` declares."""
     declared = {"timezone": "UTC", "dates": [], "ranges": [], **spec}
-    same = all(body.get(field) == declared.get(field) for field in fields)
-    return same and 0 <= time.time() - made.timestamp() <= REDELIVERY_S
+    return isinstance(body, dict) and all(body.get(f) == declared[f] for f in ("timezone", "dates", "ranges"))
 
 
 def _made_calendar_name(event: dict[str, Any]) -> str:
@@ -554,14 +554,13 @@ def _calendar_id(name: str, api_url: str) -> str:
 
 
 def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str, Any]:
-    """What CloudFormation is told for a ``Custom::PunctualCalendar`` request.
-
-    A calendar this resource did not make is never taken over: a Create (or an Update that moves
-    it to another name or deployment) puts it with ``If-None-Match: *``, and a name that exists is
-    refused, as CloudFormation refuses a named resource that exists, unless the name is the one
-    made from this stack and logical id (a repeated delivery of this very request). Otherwise
-    CloudFormation's cleanup of the old resource, or a rollback, would delete a calendar another
-    resource (or the API) made and still uses (review)."""
+    """What CloudFormation is told for a ``Custom::PunctualCalendar`` request. A calendar this
+    resource did not make is never taken over: a Create (or an Update to another name or deployment)
+    puts it with ``If-None-Match: *``, and a name that exists is refused, as CloudFormation refuses a
+    named resource that exists, unless it is the one made from this stack and logical id (a repeated
+    delivery); else CloudFormation's cleanup, or a rollback, would delete a calendar another resource
+    (or the API) made and still uses (review). An Update to another API that has it with the old
+    days is in place (another Region's API of a multi-Region deployment, the one table: QA30)."""
     kind = event["RequestType"]
     physical = str(event.get("PhysicalResourceId") or "")
     if kind == "Delete":
@@ -573,6 +572,9 @@ def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str
     spec = _spec(event["ResourceProperties"])
     made = _calendar_id(name, api_url)
     path = f"/v1/calendars/{quote(name, safe='')}"
+    if kind == "Update" and made != physical and physical.rsplit("@", 1)[0] == name:  # moved (QA30):
+        had, (found, body) = _old_spec(event.get("OldResourceProperties") or {}), api.request("GET", path)
+        made = physical if found == 200 and had is not None and _has_days(body, had) else made  # one table
     if kind == "Update" and made == physical:  # in place: the days put over its own
         status, body = api.request("PUT", path, spec)
     else:
