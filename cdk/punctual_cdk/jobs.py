@@ -406,7 +406,17 @@ class Job(Construct):
         tenant = self.provider.tenant
         condition = {"StringEquals": {"aws:RequestTag/punctual-tenant": tenant, "sts:ExternalId": tenant}}
         arns = ref.worker_role_arns
-        return [iam.ArnPrincipal(arn).with_conditions(condition).with_session_tags() for arn in arns]
+        workers: list[iam.IPrincipal] = [
+            iam.ArnPrincipal(arn).with_conditions(condition).with_session_tags() for arn in arns
+        ]
+        peers = ref.peer_worker_role_arns  # the other Regions' (QA30: every run they claimed AccessDenied)
+        for account in sorted({arn.split(":")[4] for arn in peers}):
+            named = {
+                **condition,
+                "ArnEquals": {"aws:PrincipalArn": [a for a in peers if f":{account}:" in a]},
+            }
+            workers.append(iam.AccountPrincipal(account).with_conditions(named).with_session_tags())
+        return workers
 
     def _opted_in(self, role: iam.IRole, ref: SchedulerRef) -> iam.IRole:
         """``role=``, trusted by the workers and opted in as a role the job makes is (QA28: it was

@@ -32,6 +32,7 @@ unchanged.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import aws_cdk as cdk
@@ -240,6 +241,21 @@ class RegionStack(cdk.Stack):
         for container in self.scheduler.workers.containers:
             for name, value in scoped.items():
                 container.add_environment(name, value)
+        # Every Region's workers claim every slot, and the winner assumes its job's execution role:
+        # the worker roles are named, so each Region's jobs (and stack output) can name them all
+        for index, role in enumerate(self.scheduler.workers.roles):
+            cfn = role.node.default_child
+            assert isinstance(cfn, iam.CfnRole)
+            cfn.role_name = worker_role_name(config.stack_name, self.region, index)
+
+
+def worker_role_name(stack_name: str, region: str, index: int) -> str:
+    """The name of a Region's ``index``-th worker role (IAM's 64 characters at most)."""
+    suffix = f"-{region}-worker-{index}"
+    if len(stack_name + suffix) <= 64:
+        return stack_name + suffix
+    suffix = f"-{hashlib.sha256(stack_name.encode()).hexdigest()[:8]}{suffix}"  # a long name, cut
+    return stack_name[: 64 - len(suffix)] + suffix
 
 
 class MultiRegionPunctual:
@@ -282,3 +298,18 @@ class MultiRegionPunctual:
             else:
                 stack.node.add_dependency(home)  # the replicas and the primary key are made there
             self.stacks[region] = stack
+        count = len(home.scheduler.workers.roles) if home else 0
+        every = {
+            region: [
+                f"arn:aws:iam::{account}:role/{worker_role_name(config.stack_name, region, i)}"
+                for i in range(count)
+            ]
+            for region in plan.regions
+        }
+        for region, stack in self.stacks.items():
+            peers = tuple(arn for other, arns in every.items() if other != region for arn in arns)
+            stack.scheduler.peer_worker_role_arns = peers
+            # What a tenant's execution role (role_arn) trusts: every Region's workers
+            stack.scheduler.worker_role_arns_output.value = ",".join(
+                arn for arns in every.values() for arn in arns
+            )

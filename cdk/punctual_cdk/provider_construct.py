@@ -4,6 +4,7 @@ what it needs of a deployment (:class:`SchedulerRef`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,6 +35,9 @@ class SchedulerRef:
     allow_cidrs: tuple[str, ...] = ()
     execution_role_tag: str = "punctual:execution-role"  # the opt-in (issue 31)
     execution_role_prefix: str = ""
+    # A multi-Region deployment's other Regions' worker roles (they run its slots too): trusted by
+    # their ARN as a condition, so a Region's stack deployed before theirs may name them (QA30)
+    peer_worker_role_arns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Refuse at synth what would deploy a trust policy or a provider that cannot work (QA26: a
@@ -47,6 +51,13 @@ class SchedulerRef:
             raise TypeError(
                 "SchedulerRef(worker_role_arns): a list of role ARNs (the WorkerRoleArns output, split at"
                 f" its commas), not {type(roles).__name__}"
+            )
+        peers = self.peer_worker_role_arns  # plain role ARNs: their account is read from them
+        if not isinstance(peers, list | tuple) or not all(
+            isinstance(arn, str) and re.fullmatch(r"arn:[\w-]+:iam::\d{12}:role/\S+", arn) for arn in peers
+        ):
+            raise TypeError(
+                f"SchedulerRef(peer_worker_role_arns): a list of IAM role ARNs, not {peers!r}"[:300]
             )
         cidrs = self.allow_cidrs  # (QA28: "10.0.0.0/8" was read letter by letter, as the roles were)
         if not isinstance(cidrs, list | tuple) or not all(isinstance(cidr, str) for cidr in cidrs):
@@ -89,6 +100,7 @@ class SchedulerRef:
             allow_cidrs=scheduler.config.target_allow_cidrs,
             execution_role_tag=scheduler.config.execution_role_tag,
             execution_role_prefix=scheduler.config.execution_role_prefix,
+            peer_worker_role_arns=scheduler.peer_worker_role_arns,
         )
 
 

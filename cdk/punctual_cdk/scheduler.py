@@ -186,7 +186,10 @@ class Punctual(Construct):
         cdk.CfnOutput(self, "StateMachineArn", value=self.dispatch.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "FailedQueueUrl", value=self.queues.failed.queue_url)
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
-        cdk.CfnOutput(
+        # The worker roles of the deployment's other Regions (multi_region.MultiRegionPunctual sets
+        # them): they claim its slots too, and so assume its jobs' execution roles
+        self.peer_worker_role_arns: tuple[str, ...] = ()
+        self.worker_role_arns_output = cdk.CfnOutput(
             self,
             "WorkerRoleArns",
             value=cdk.Fn.join(",", [role.role_arn for role in self.workers.roles]),
