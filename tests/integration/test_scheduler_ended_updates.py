@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from api_harness import ALICE_ID, ApiClient
 from api_harness import api as api  # the fixture
+from audit_harness import all_timers
 from botocore.exceptions import ClientError
 from test_scheduler_updates import OUTPUT_ONLY, T0, _put
 from test_scheduler_updates import client as client  # the fixture
@@ -56,3 +57,32 @@ def test_an_ended_schedule_takes_an_update_that_keeps_its_end_date(
         client.update_schedule(**{**sent, "EndDate": sent["EndDate"] - timedelta(minutes=1)})
     error = refused.value.response["Error"]
     assert error["Code"] == "ValidationException" and "EndDate" in error["Message"], error
+
+
+@pytest.mark.parametrize("expression", ["rate(1 minute)", "rate(5 minutes)", "cron(* * * * ? *)"])
+def test_enabling_a_schedule_disabled_before_its_end_date_passed_is_refused(
+    client: Any, api: ApiClient, clock: ManualClock, expression: str
+) -> None:
+    # Given a schedule DISABLED before its EndDate, which then passed while it was off (review of
+    # QA30: GetSchedule's answer sent back with State ENABLED was taken; the schedule became ENABLED
+    # with a resume timer, whose release recorded every slot of the disabled period MISSED)
+    _put(client, "ending", expression, EndDate=T0 + timedelta(minutes=10))
+    sent = {key: value for key, value in client.get_schedule(Name="ending").items() if key not in OUTPUT_ONLY}
+    client.update_schedule(**{**sent, "State": "DISABLED"})
+    clock.set(T0 + timedelta(hours=1))
+    job_id = job_id_of("default", "ending")
+    before = api.store.get_job(ALICE_ID, job_id)
+    # When it is enabled with its EndDate and expression kept
+    with pytest.raises(ClientError) as refused:
+        client.update_schedule(**{**sent, "State": "ENABLED"})
+    # Then it is refused, naming EndDate, and the schedule is left as it was: disabled, no timer of
+    # its version (the one left of its first version, before it was disabled, is dropped as stale)
+    error = refused.value.response["Error"]
+    assert error["Code"] == "ValidationException" and "EndDate" in error["Message"], error
+    assert client.get_schedule(Name="ending")["State"] == "DISABLED"
+    after = api.store.get_job(ALICE_ID, job_id)
+    assert (after.state, after.version) == (JobState.PAUSED, before.version)
+    assert [t for t in all_timers(api.store) if t.job_id == job_id and t.job_version == after.version] == []
+    # while a Description change that keeps it disabled is still taken
+    client.update_schedule(**{**sent, "State": "DISABLED", "Description": "kept for the audit"})
+    assert client.get_schedule(Name="ending")["State"] == "DISABLED"

@@ -271,7 +271,13 @@ def _keeping_rate_start(job: Job, spec: JobSpec, values: dict[str, Any], disable
 def _check_enabled_runs(req: Request, job: Job, spec: JobSpec, now: datetime) -> None:
     """An update that enables a DISABLED schedule must leave it a slot to run, as a create must
     (QA: a one-time schedule whose time passed while it was DISABLED was taken, showed ENABLED,
-    and never ran, nor was it deleted with ``ActionAfterCompletion: DELETE``)."""
+    and never ran, nor was it deleted with ``ActionAfterCompletion: DELETE``). Its EndDate passed is
+    so too, whatever its slots owed (review of QA30: an ended schedule disabled before its EndDate
+    was enabled, and its resume recorded every slot of the disabled period MISSED)."""
+    if spec.end_at is not None and spec.end_at <= now:
+        raise invalid(
+            "EndDate is not in the future: the schedule would never run; it did not run while DISABLED"
+        )
     # The spec's fields as they are (models, not dumped dicts: a DST policy dumped broke the
     # schedule's parse, and a cron schedule's enable was a 500 in review)
     fields = {name: getattr(spec, name) for name in type(spec).model_fields}
