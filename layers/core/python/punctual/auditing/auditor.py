@@ -403,8 +403,10 @@ class ChainAuditor:
         if holds_delay_head(timers, job, slots, to_ms(since)) or live.in_motion(timers, job, since):
             report.confirmed_live += 1
             return
-        if any(live.is_chain_timer(t, job) and t.slot in slots for t in timers):
-            release_again(self.repairer if self.config.repair else None, report, job, heads[0][0], now)
+        # Repairs off: reported found as any broken chain (review of QA30: counted released again,
+        # nothing written, the chain stopped silently)
+        if self.config.repair and any(live.is_chain_timer(t, job) and t.slot in slots for t in timers):
+            release_again(self.repairer, report, job, heads[0][0], now)
             return
         head = heads[0][0]
         self._repair(report, job, lambda: self.repairer.rearm(job, head, "delay", why, now), why)
@@ -616,16 +618,14 @@ def announce(events: EventPublisher, now: datetime, job: Job, repair: Repair, fl
         events.flush()
 
 
-def release_again(
-    repairer: Repairer | None, report: AuditReport, job: Job, head: datetime, now: datetime
-) -> None:
+def release_again(repairer: Repairer, report: AuditReport, job: Job, head: datetime, now: datetime) -> None:
     """A delay chain's run whose timer is there, released past the grace (its pollers are not
     behind), with no record yet: it waits in its queue (a worker outage) or its message was lost
     (dead-lettered: that queue's alarm says so). Not a broken chain (QA30: a long outage was reported
-    "repaired", a false alarm): its timer is written again all the same (``repairer``; None: repairs
-    are off), the claim keeping the slot to one run, and it is counted apart from repairs."""
-    if repairer is not None:
-        repairer.rearm(job, head, "delay", "released again", now)
+    "repaired", a false alarm): its timer is written again all the same, the claim keeping the slot
+    to one run, and it is counted apart from repairs (only once written: with repairs off the run is
+    reported found, as a broken chain)."""
+    repairer.rearm(job, head, "delay", "released again", now)
     report.released_again += 1
     log.info("delay run %s of %s/%s released again: no record yet", slot_key(head), job.tenant, job.id)
 
