@@ -4,7 +4,7 @@ Chain Repaired or Slot Missed event), and no later pass would, the chain being l
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from audit_harness import AuditRig, Breaker
@@ -14,7 +14,7 @@ from punctual.auditing import AuditReport
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
 from punctual.delivery.notifications.events import SLOT_MISSED
 from punctual.dispatch.queues import MessageKind
-from punctual.models import ExecutionStatus, Job
+from punctual.models import ExecutionStatus, Job, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import Timer
@@ -46,12 +46,13 @@ class DiesOnce:
         return dying
 
 
-def _broken(t0: datetime) -> tuple[AuditRig, Job, Timer]:
+def _broken(t0: datetime, **over: Any) -> tuple[AuditRig, Job, Timer]:
     """A rate job with a missed alert rule whose head timer is deleted (its chain broken), and an
-    auditor whose death (:class:`Died`) ends its pass, the next pass going on as usual."""
+    auditor whose death (:class:`Died`) ends its pass, the next pass going on as usual. ``over``:
+    the job spec's other fields."""
     rig = AuditRig(MemoryStore(), ManualClock(t0))
     alert = {"on": ["missed"], "target": {"type": "http", "url": "https://example.com/a"}}
-    job = rig.jobs.register("default", spec("rate(1 minute)", alerts=[alert]), job_id="job")[0]
+    job = rig.jobs.register("default", spec("rate(1 minute)", alerts=[alert], **over), job_id="job")[0]
     rig.run(3)
     [head] = rig.future_chain_timers(job)
     Breaker(rig.store).delete(head)
@@ -102,3 +103,51 @@ def test_a_range_an_auditor_died_before_telling_of_is_told_by_the_next_repair(t0
     assert sorted(alerts) == [r.slot for r in missed]
     slots_missed = [e.detail["slot"] for e in rig.events.events if e.detail_type == SLOT_MISSED]
     assert sorted(slots_missed) == [r.slot for r in missed]
+
+
+def _told(rig: AuditRig, job: Job) -> tuple[list[str], int, list[str], list[str], int]:
+    """The job's MISSED ranges (first slots), the slots they stand for, its missed alerts' slots, its
+    Slot Missed events' slots, and its skipped count."""
+    missed = sorted((r for r in rig.history(job) if r.status is ExecutionStatus.MISSED), key=lambda r: r.slot)
+    alerts = sorted(m.slot for m in rig.sim.sent(job.id) if m.kind == MessageKind.ALERT)
+    slots_missed = sorted(e.detail["slot"] for e in rig.events.events if e.detail_type == SLOT_MISSED)
+    skipped = rig.store.get_job("default", job.id).skipped_slots
+    return [r.slot for r in missed], sum(r.slot_count for r in missed), alerts, slots_missed, skipped
+
+
+def test_an_auditor_that_dies_after_telling_before_the_timer_has_the_range_told_once(t0: datetime) -> None:
+    """Review of QA30: the next repair told of the range again (a second skipped count, Slot Missed
+    and Chain Repaired) though its repairer had told of it: one fault counted it twice."""
+    rig, job, head = _broken(t0)
+    dying = DiesOnce(rig.store, "put_timers", after=False)
+    rig.auditor.repairer.store = dying
+    # When the auditor tells of the range, then dies just before the timer's write
+    rig.run(8)
+    assert dying.died
+    # Then the next pass repairs from after that range, and each range is told of once
+    ranges, counted, alerts, slots_missed, skipped = _told(rig, job)
+    assert len(ranges) == 2 and ranges[0] == head.slot
+    assert rig.future_chain_timers(job)
+    assert skipped == counted
+    assert alerts == ranges and slots_missed == ranges
+    types = [e.detail_type for e in rig.events.events]
+    assert types.count(CHAIN_REPAIRED_EVENT) == 2
+
+
+def test_a_range_untold_by_a_dead_repairer_is_told_when_the_next_repair_completes_the_job(
+    t0: datetime,
+) -> None:
+    """Review of QA30: the untold range was told only when the next repair wrote a timer; one that
+    completed the job (its end_at passed) left it untold for good."""
+    rig, job, head = _broken(t0, end_at=(t0 + timedelta(minutes=6)).isoformat())
+    dying = DiesOnce(rig.auditor.repairer.queues, "send", after=False)  # at the range's missed alert
+    rig.auditor.repairer.queues = dying
+    # When the auditor dies before telling of the range, and the next repair finds no slot left
+    rig.run(8)
+    assert dying.died
+    # Then the job is completed and both ranges were told of
+    assert rig.store.get_job("default", job.id).state is JobState.COMPLETED
+    ranges, counted, alerts, slots_missed, skipped = _told(rig, job)
+    assert len(ranges) == 2 and ranges[0] == head.slot
+    assert skipped == counted
+    assert alerts == ranges and slots_missed == ranges

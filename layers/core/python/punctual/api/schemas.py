@@ -316,6 +316,7 @@ class ExecutionOut(BaseModel):
                 "attempts",
                 "backfill_dependants",
                 "retry_after_s",
+                "told_at",
             }
         )
         # Ended attempts are kept on the record; a live one is the record itself.

@@ -10,10 +10,11 @@ clock (``cron``, ``rate``, ``at``)
     goes). It is created only if that slot has no record: the conditional put is the repair's
     lock, so a second auditor, or a chain that moved meanwhile, repairs nothing. The range is told
     of (its missed alert, the after() children's records, the skipped count, the Chain Repaired
-    and Slot Missed events, sent), then the timer of that next slot is written, the very row a live
-    chain would write (same key), and the chain goes on from there: an auditor that dies after the
-    timer has left nothing untold, and one that dies before it leaves the chain to the next pass,
-    which restarts it after the range's record (its ``last_slot``). A job with no slot left is
+    and Slot Missed events, sent) and its record marked told, then the timer of that next slot is
+    written, the very row a live chain would write (same key), and the chain goes on from there: an
+    auditor that dies after the timer has left nothing untold, and one that dies before it leaves
+    the chain to the next pass, which restarts it after the range's record (its ``last_slot``) and
+    tells of that range first if it is not marked told. A job with no slot left is
     marked COMPLETED, as its last release would have (conditional on its version).
 delay
     The next run's FIRE timer is written again, due at once if its instant passed: the poller
@@ -43,7 +44,7 @@ from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, messa
 from punctual.execution.records import new_owner
 from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
-from punctual.store.base import ExecutionConflictError, JobStore, VersionConflictError
+from punctual.store.base import ExecutionConflictError, Expect, JobStore, VersionConflictError
 from punctual.timing.schedules.periods import RateSchedule
 from punctual.timing.slots import dispatch_instant, fire_timer, next_slot, schedule_of
 from punctual.timing.timers import TimerKind, TimerLayout, slot_instant, slot_key
@@ -143,11 +144,12 @@ class Repairer:
         """Record the slots lost from ``floor`` on (the first slot after it) up to ``head``, the
         first slot released after now, and restart the chain at ``head`` (None: complete the job).
 
-        The lost range is told of (:meth:`_told`) and the repair announced (``announce``: its
-        events, sent) before the chain goes on: a repairer that dies after the timer's write has
-        left nothing untold, and one that dies before it leaves the chain to the next audit, which
-        restarts it after the range its record holds (QA30: the range's alert, children's records,
-        skipped count and events came after the timer, and were lost for good with the auditor)."""
+        The lost range is told of (:meth:`_told`), the repair announced (``announce``: its events,
+        sent) and the range's record marked told before the chain goes on: a repairer that dies
+        after the timer's write has left nothing untold, and one that dies before it leaves the
+        chain to the next audit, which restarts it after the range its record holds (QA30: the
+        range's alert, children's records, skipped count and events came after the timer, and were
+        lost for good with the auditor) and tells of that range only if it was not marked told."""
         first = next_slot(job, floor)
         lost = count_lost(job, first, head) if first is not None else None
         earlier = self._earlier_range(job)
@@ -159,6 +161,8 @@ class Repairer:
             next_slot=slot_key(head) if head is not None else None,
             version=job.version,
         )
+        if earlier is not None:  # told first (the older range), on both paths (review of QA30)
+            self._tell_marked(_of_range(job, earlier), job, now, announce)
         if lost is not None:
             base = replace(
                 base,
@@ -171,13 +175,9 @@ class Repairer:
                 return replace(base, applied=False)
             # Told of before the chain goes on; each step's failure is caught and logged, so none
             # costs the chain its timer (QA29: a write of the job item a transaction held did)
-            base = self._told(replace(base, missed_records=((job, record),)), job, now)
+            base = self._tell_marked(replace(base, missed_records=((job, record),)), job, now, announce)
         if head is not None:
-            if earlier is not None:  # (its events come first: it is the older range)
-                told = self._told(_of_range(job, earlier), job, now)
-                if announce is not None:
-                    announce(told)
-            if announce is not None:
+            if announce is not None and not base.announced:  # (no slot lost: its Chain Repaired)
                 announce(base)
                 base = replace(base, announced=True)
             self.store.put_timers([fire_timer(self.layout, job, head, written(now))])
@@ -199,14 +199,30 @@ class Repairer:
         return base
 
     def _earlier_range(self, job: Job) -> Execution | None:
-        """The range an earlier repair of ``job`` recorded MISSED, when it is still the job's newest
-        scheduled record: that repair's chain is broken again before any slot ran, most likely as
-        its repairer died before the timer, and maybe before it told of the range (QA30): told of
-        again (its alert and children's records are written once; its count and events may repeat)."""
+        """The range an earlier repair of ``job`` recorded MISSED and did not mark told, when it is
+        still the job's newest scheduled record: its repairer died before telling of it (QA30), so
+        it is told of now. One marked told is not told again (review of QA30: a repairer that died
+        after telling, before the timer, had its range counted and announced twice)."""
         newest, _ = find_newest_scheduled(self.store, job)
-        if newest is None or newest.status is not ExecutionStatus.MISSED:
+        if newest is None or newest.status is not ExecutionStatus.MISSED or newest.told_at is not None:
             return None
         return newest if (newest.error or "").startswith(CHAIN_REPAIRED) else None
+
+    def _tell_marked(
+        self, repair: Repair, job: Job, now: datetime, announce: Callable[[Repair], None] | None
+    ) -> Repair:
+        """``repair``'s range told of (:meth:`_told`), announced (``announce``: its events, sent),
+        then its record marked told: only a death between the telling and the mark leaves it to be
+        told again (its count and events twice, never zero times)."""
+        told = self._told(repair, job, now)
+        if announce is not None:
+            announce(told)
+            told = replace(told, announced=True)
+        _, record = repair.missed_records[0]
+        marked = record.model_copy(update={"told_at": now})
+        expect = Expect(statuses=frozenset({ExecutionStatus.MISSED}), owner=record.owner, check_owner=True)
+        self._step(job, "its told mark", lambda: self.store.save_execution(marked, expect, self._ttl(now)))
+        return told
 
     def _lock_lost(self, job: Job, lost: LostSlots, reason: str, now: datetime) -> Execution | None:
         """The lost slots' one MISSED record, created only if its first slot has none (the lock);

@@ -212,6 +212,9 @@ class Execution(_ShallowCopy):
     # RETRY_WAIT: the receiver's Retry-After hint (seconds) its retry instant was computed with, so
     # that a repeat of the attempt's after-effects recomputes the same instant (QA: it left it out)
     retry_after_s: float | None = None
+    # A chain repair's MISSED range: when the repair had told of it (alert, children's records,
+    # skipped count, events), so that a repair after it tells only of a range left untold
+    told_at: AwareDatetime | None = None
 
     @property
     def first_instant(self) -> datetime:

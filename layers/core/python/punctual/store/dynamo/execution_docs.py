@@ -102,6 +102,7 @@ _WRITTEN_FIELDS: dict[str, Any] = {
     "last_slot": None,
     "slot_count": 1,
     "retry_after_s": None,
+    "told_at": None,
 }
 _WRITTEN_ATTEMPT_FIELDS: dict[str, Any] = {
     "attempt": None,
@@ -182,6 +183,7 @@ def _lean_document(execution: Execution, at_slot: bool) -> str | None:
             v["last_slot"],
             v["slot_count"],
             v["retry_after_s"],
+            v["told_at"],
         ) != _DEFAULT_TAIL:  # (each compared as pydantic compares it with its default: ==)
             text += _tail(v)
         text += "}"
@@ -193,7 +195,7 @@ def _lean_document(execution: Execution, at_slot: bool) -> str | None:
 
 
 # The last fields' defaults: on the common path all of them.
-_DEFAULT_TAIL = (None, 0, None, None, False, None, 1, None)
+_DEFAULT_TAIL = (None, 0, None, None, False, None, 1, None, None)
 
 
 def _tail(v: dict[str, Any]) -> str:
@@ -216,6 +218,8 @@ def _tail(v: dict[str, Any]) -> str:
         text += ',"slot_count":' + _int(v["slot_count"])
     if v["retry_after_s"] is not None:  # a float: pydantic's form of it
         raise TypeError
+    if v["told_at"] is not None:
+        text += ',"told_at":' + _instant(v["told_at"])
     return text
 
 
