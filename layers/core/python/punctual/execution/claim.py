@@ -616,8 +616,8 @@ class Claimer:
             self.after.apply(job, current, now, retry_at=retry_at, repeat=True, message=message)
             return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, current, reason=decision.reason)
         if action is ClaimAction.WAIT:
-            # One second past the lease, so the retry sees it lapsed even with rounding.
-            return self._wait(message, delivery, job, decision.wait_s + 1, decision.reason, current)
+            # Back when the lease ends (whole seconds, rounded up): not a second past it (QA30).
+            return self._wait(message, delivery, job, decision.wait_s, decision.reason, current)
         if action is ClaimAction.EXHAUSTED:
             assert current is not None
             ended, expect = exhausted(current, now)
