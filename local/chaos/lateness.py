@@ -139,6 +139,20 @@ def categorize(
     return (CUT_MID_WAY if rerun is not None else UNTOUCHED), rerun
 
 
+def latest(delays: list[SlotDelay], count: int = 5) -> str:
+    """The ``count`` latest of fire-delay-sorted slots, latest first: job, slot, fire delay, and what
+    happened to it when a kill did (its category, the re-run's delay from the death)."""
+
+    def one(d: SlotDelay) -> str:
+        text = f"{d.job} {d.slot} {d.fire_s:.1f} s"
+        if d.category == UNTOUCHED and d.rerun_s is None:
+            return text
+        rerun = "" if d.rerun_s is None else f", re-run {d.rerun_s:.1f} s after the death"
+        return f"{text} ({d.category}{rerun})"
+
+    return ", ".join(one(d) for d in reversed(delays[-count:])) or "-"
+
+
 def by_category(delays: Iterable[SlotDelay]) -> dict[str, Delays]:
     """Each category's fire delays (the categories that have slots)."""
     items = list(delays)

@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import Any
 
 from local.chaos import repairs
-from local.chaos.lateness import Delays, SlotDelay, by_category, categorize
+from local.chaos.lateness import Delays, SlotDelay, by_category, categorize, latest
 from local.chaos.lateness import notes as lateness_notes
 from local.chaos.ledger import (
     BACKFILLED,
@@ -336,14 +336,14 @@ class Judge:
         fire = verdict.fire_delay
         if fire is None or not verdict.too_late:
             return
-        latest = ", ".join(f"{d.job} {d.slot} {d.fire_s:.1f} s" for d in reversed(verdict.delays[-5:]))
         verdict.violations.append(
             Violation(
                 LATENESS,
                 "",
                 "",
                 f"fire delay p99 {fire.p99:.2f} s is over the bound of {self.bounds.max_p99_delay_s:g} s "
-                f"(p50 {fire.p50:.2f} s, max {fire.max:.2f} s, {fire.count} slots; the latest: {latest})",
+                f"(p50 {fire.p50:.2f} s, max {fire.max:.2f} s, {fire.count} slots; "
+                f"the latest: {latest(verdict.delays)})",
             )
         )
 
@@ -416,8 +416,7 @@ class Judge:
             + (f"{claim.text()} ({claim.count} slots)" if claim else "- (0 slots)"),
             *lateness_notes(verdict.categories, verdict.reruns),
             f"owed slots left out of the fire delay: {left_out}",
-            "latest fire delays: "
-            + (", ".join(f"{d.job} {d.slot} {d.fire_s:.1f} s" for d in reversed(verdict.delays[-5:])) or "-"),
+            f"latest fire delays: {latest(verdict.delays)}",
             "retry lateness after the backoff instant: max "
             + (f"{max(self.checks.retry_lateness):.1f} s" if self.checks.retry_lateness else "-"),
             f"optional slots that ran: {self.optional_ran}; attempts taken over after a lost worker: "

@@ -45,8 +45,13 @@ def test_losing_a_region_for_a_minute_keeps_every_slot_once_and_on_time(
     assert match, f"{line!r}\n{details}"
     outage = next((m for m in map(OUTAGE.fullmatch, captured.err.splitlines()) if m), None)
     assert outage, details
+    # (and which slots were latest, with what the loss did to them: QA30, a slot 12.41 s late)
+    kinds = ("chaos: latest fire delays: ", "chaos: fire delay by category: ", "chaos: runs cut mid-way, ")
+    lateness = [row.removeprefix("chaos: ") for row in captured.err.splitlines() if row.startswith(kinds)]
     with capsys.disabled():
         print(f"\nregion-loss short run: {line}\n  {outage.group(0)}")
+        for row in lateness:
+            print(f"  {row}")
 
     # Then the Region really went: every process of it killed at once, and it came back
     faults = [json.loads(row) for row in (run_dir / "faults.jsonl").read_text().splitlines()]

@@ -186,6 +186,14 @@ def test_every_slot_counts_whatever_a_kill_did_to_it_in_its_category(run: RunBui
     assert any(
         n.startswith("runs cut mid-way, from the death to the re-run's start: p50 8.") for n in verdict.notes
     )
+    # And the latest slots are named with what a kill did to them (QA30: a slot 12.41 s late was
+    # named with its delay alone, not as one its worker died with before the target)
+    [latest] = [n for n in verdict.notes if n.startswith("latest fire delays: ")]
+    assert latest.startswith(
+        f"latest fire delays: rate-01 {key(0)} 9.1 s (died before the target, re-run 8.0 s after the death), "
+        f"rate-02 {key(0)} 8.5 s (died before the target), rate-03 {key(0)} 7.0 s (died before the target), "
+        f"ecs-00 {key(60)} 6.0 s, rate-04 {key(0)} 4.1 s (died before the target)"
+    ), latest
 
 
 def test_slots_a_pause_or_an_update_may_delay_do_not_count(run: RunBuilder) -> None:
