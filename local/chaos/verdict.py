@@ -67,7 +67,8 @@ fire delay
     are slots whose lateness is large by design:
 
     * ``delay(...)`` slots (each due after the previous run ended) and ``after(...)``
-      slots (due when both parents succeeded): their instant is another run's end;
+      slots (due when both parents succeeded): their instant is another run's end (their fire
+      delay from it, :meth:`Judge.chained_release`, is a note of its own);
     * retries: an attempt after a failure waits for its backoff instant (judged by
       ``retries`` instead), so a slot's delay is its first request's;
     * backfilled slots (past slots, late by design), and slots due while a job was paused that
@@ -205,6 +206,7 @@ class Judge:
         self.held = self.evidence.held
         self.delays: list[SlotDelay] = []
         self.excluded: Counter[str] = Counter()
+        self.chained: list[float] = []  # delay(...) and after(...) slots' fire delays (chained_release)
         self.optional_ran = 0
         self.owed_by_kind: Counter[str] = Counter()
         self.calls = TargetCalls(data.receiver_at or data.collected_at)
@@ -294,12 +296,24 @@ class Judge:
             return exp.instant.timestamp()
         return exp.instant.timestamp() + jitter_offset_s(job.job_id, exp.instant, jitter)
 
+    def chained_release(self, job: JobRecord, exp: SlotExpectation) -> float:
+        """When a ``delay(...)`` or ``after(...)`` slot was due by its own rule: the chain's next
+        instant (the previous run's end plus N), or when the later of its parents ended (its worker
+        sends the child's slot then)."""
+        if job.kind != "after":
+            return exp.instant.timestamp()
+        parents = [self.records.get(self.run.jobs[p].job_id, {}).get(exp.slot) for p in job.parents]
+        ends = [epoch_s(p.finished_at) for p in parents if p is not None]
+        return max((end for end in ends if end is not None), default=exp.instant.timestamp())
+
     def measure_delay(
         self, job: JobRecord, exp: SlotExpectation, record: Execution | None, seen: list[dict[str, Any]]
     ) -> None:
         """The fire (and claim) delay of one owed slot, if it counts (see the module docstring)."""
         if job.kind not in TIME_KINDS:
             self.excluded[f"{job.kind}(...) slots"] += 1
+            if seen:  # reported beside, from the instant its own rule gives (not held to the bound)
+                self.chained.append(float(seen[0]["arrived"]) - self.chained_release(job, exp))
             return
         if exp.reason == BACKFILLED:
             self.excluded["backfilled (past slots: late by design)"] += 1
@@ -416,6 +430,8 @@ class Judge:
             + (f"{claim.text()} ({claim.count} slots)" if claim else "- (0 slots)"),
             *lateness_notes(verdict.categories, verdict.reruns),
             f"owed slots left out of the fire delay: {left_out}",
+            "fire delay of the delay(...) and after(...) slots from their own rule's instant (the chain's"
+            " next, the later parent's end), not held to the bound: " + _delay_text(Delays.of(self.chained)),
             f"latest fire delays: {latest(verdict.delays)}",
             "retry lateness after the backoff instant: max "
             + (f"{max(self.checks.retry_lateness):.1f} s" if self.checks.retry_lateness else "-"),
@@ -426,6 +442,10 @@ class Judge:
             self.calls.note(),
             self.alert_counts.note(),
         ]
+
+
+def _delay_text(delays: Delays | None) -> str:
+    return f"{delays.text()} ({delays.count} slots)" if delays is not None else "- (0 slots)"
 
 
 def judge(data: RunData) -> Verdict:

@@ -46,7 +46,15 @@ def test_losing_a_region_for_a_minute_keeps_every_slot_once_and_on_time(
     outage = next((m for m in map(OUTAGE.fullmatch, captured.err.splitlines()) if m), None)
     assert outage, details
     # (and which slots were latest, with what the loss did to them: QA30, a slot 12.41 s late)
-    kinds = ("chaos: latest fire delays: ", "chaos: fire delay by category: ", "chaos: runs cut mid-way, ")
+    kinds = tuple(
+        f"chaos: {note}"
+        for note in (
+            "latest fire delays: ",
+            "fire delay by category: ",
+            "runs cut mid-way, ",
+            "fire delay of the ",
+        )
+    )
     lateness = [row.removeprefix("chaos: ") for row in captured.err.splitlines() if row.startswith(kinds)]
     with capsys.disabled():
         print(f"\nregion-loss short run: {line}\n  {outage.group(0)}")

@@ -157,6 +157,11 @@ def test_every_slot_counts_whatever_a_kill_did_to_it_in_its_category(run: RunBui
     assert verdict.ok, verdict.violations
     # Only the slots late by design are left out: none for what a kill did
     assert verdict.delay_excluded == {"after(...) slots": 1, "delay(...) slots": 1}
+    # And those two are reported from their own rule's instant (QA30: 27 of a Region-loss run's 233
+    # owed slots were left out, with no figure that said they were not late): the chain's slot at 50
+    # reached the receiver at 70.01, the child at 40.01, 39.81 s after its later parent ended
+    [chained] = [n for n in verdict.notes if n.startswith("fire delay of the delay(...) and after(...)")]
+    assert chained.endswith("not held to the bound: p50 20.01 s p99 39.81 s max 39.81 s (2 slots)"), chained
     categories = {(d.job, d.slot): d.category for d in verdict.delays}
     assert categories == {
         ("rate-00", key(0)): UNTOUCHED,
