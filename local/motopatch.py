@@ -43,9 +43,11 @@ or the whole queue, or with nothing useful at all:
    the messages in order and stops after ``count`` (same filters, same order, same group
    blocking, same receive counts, redrive and retention check, a shallow copy where moto
    deep-copies a message it then only reads), and a waiting receive sleeps on the
-   queue's condition, woken by sends, deletes and visibility changes (and at least once a
-   second, for visibility timeouts that lapse). Sends, receives, deletes and visibility
-   changes of one queue hold its lock, so concurrent receivers never get one message twice.
+   queue's condition, woken by sends, deletes and visibility changes, and when the next message
+   in flight or delayed becomes visible (QA30: once a second, so a message back from its
+   visibility timeout was received up to 1 s late, which SQS answers at once). Sends, receives,
+   deletes and visibility changes of one queue hold its lock, so concurrent receivers never get
+   one message twice.
 6. moto's response serializer walks each DynamoDB attribute value member by member
    through its shape (ten members, each looked up under several aliases): most of the
    CPU of a Query or GetItem answer. **Patch:** an ``AttributeValue`` that is already in
@@ -487,6 +489,14 @@ def _patch_sqs_index() -> None:
                 break
         return result, to_dlq
 
+    def until_visible_s(queue: Any) -> float:
+        """Seconds until the next message in flight or delayed becomes visible: a waiting receive
+        wakes then, as SQS answers a long poll as soon as a message is visible (QA30: it looked again
+        only each second, so a message back from its visibility timeout came up to 1 s late)."""
+        now = sqs_models.unix_time_millis()  # type: ignore[attr-defined]
+        later = [t for m in _container(queue).order for t in (m.visible_at, m.delayed_until) if t >= now]
+        return max(0.001, (min(later) - now) / 1000.0) if later else 1.0
+
     def receive_message(
         self: Any,
         queue_name: str,
@@ -505,8 +515,8 @@ def _patch_sqs_index() -> None:
                     _container(queue).remove(message)
                 if not result and not to_dlq and wait_seconds_timeout:
                     left = polling_end - sqs_models.unix_time()  # type: ignore[attr-defined]
-                    if left > 0:
-                        queue._messages_lock.wait(min(left, 1.0))
+                    if left > 0:  # (woken by a send or a visibility change; else by the clock)
+                        queue._messages_lock.wait(min(left, 1.0, until_visible_s(queue)))
                         continue
             for message in to_dlq:
                 queue.dead_letter_queue.add_message(message)

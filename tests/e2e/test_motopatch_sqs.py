@@ -279,6 +279,49 @@ def test_a_waiting_receive_wakes_for_a_send_and_receivers_never_share_a_message(
         motopatch.revert()
 
 
+class _RecordingLock:
+    """A queue's lock whose waits are recorded and pass on the stand-in clock, not the real one."""
+
+    def __init__(self, lock: Any, clock: Clock) -> None:
+        self.lock, self.clock, self.waits = lock, clock, []  # type: ignore[var-annotated]
+
+    def __enter__(self) -> Any:
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.lock.__exit__(*exc)
+
+    def wait(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        self.clock.advance(timeout)
+        return False
+
+    def notify_all(self) -> None:
+        self.lock.notify_all()
+
+
+def test_a_waiting_receive_wakes_when_a_message_in_flight_becomes_visible(clock: Clock) -> None:
+    """QA30: a long poll looked again only each second, so a message back from its visibility
+    timeout (a copy that waited out another Region's lease) was received up to 1 s after it was
+    visible, which SQS would answer at once. The Region-loss run's takeovers came that much late."""
+    motopatch.apply()
+    from moto.sqs.models import sqs_backends
+
+    # Given a message received with a visibility of 1 s, 0.7 s ago
+    backend = sqs_backends["123456789012"]["us-east-1"]
+    backend.create_queue("back.fifo", FifoQueue="true", VisibilityTimeout="30")
+    backend.send_message("back.fifo", "copy", group_id="slot", deduplication_id="copy")
+    assert [m.body for m in backend.receive_message("back.fifo", 1, 0, 1)] == ["copy"]
+    clock.advance(0.7)
+    queue = backend.get_queue("back.fifo")
+    recording = queue._messages_lock = _RecordingLock(queue._messages_lock, clock)
+    # When a receive waits on the queue (a long poll of 20 s)
+    got = backend.receive_message("back.fifo", 1, 20, 30)
+    # Then it gets the message as it becomes visible, 0.3 s on, not at its next look a second on
+    assert [m.body for m in got] == ["copy"]
+    assert sum(recording.waits) == pytest.approx(0.3, abs=0.01), recording.waits
+
+
 def test_items_and_messages_are_not_kept_for_the_dashboard(aws: None) -> None:
     from moto.dynamodb.models.dynamo_type import Item
     from moto.sqs.models import Message
