@@ -2,6 +2,6 @@
 
 import sys
 
-from punctual_cli.cli import main
+from punctual_cli.launch import main
 
 sys.exit(main())
