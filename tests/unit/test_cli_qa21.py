@@ -84,7 +84,12 @@ def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
             elif parts[:2] == ["v1", "jobs"] and len(parts) == 3 and parts[2] in api.jobs:
                 job = api.jobs[parts[2]]
                 if self.command == "PUT":
-                    job = api.jobs[parts[2]] = {**body, "id": parts[2], "version": job["version"] + 1}
+                    job = api.jobs[parts[2]] = {
+                        **body,
+                        "id": parts[2],
+                        "state": job["state"],
+                        "version": job["version"] + 1,
+                    }
                 self._answer(200, job)
             elif parts[:2] == ["v1", "calendars"] and self.command == "PUT":
                 self._answer(200, {**body, "name": parts[2], "version": 1})

@@ -44,6 +44,17 @@ class ClientInputError(ValueError):
 # The fields of an error the API answers (RFC 9457: title, detail) or API Gateway does (message).
 PROBLEM_FIELDS = frozenset({"title", "detail", "message"})
 
+# What an answer of the API holds (``request``'s ``answers``): its first field, then the fields of
+# the object it is (a job, a run, a calendar), or of each of a listing's ``items``: what the
+# command's rows and details are made of. An answer without them is another service's (QA30:
+# {"items": [{"id": ...}]} of another job service, printed with -o json as the tenant's jobs, the
+# table an internal error, KeyError 'state').
+JOB = ("id", "state", "version")
+RUN = ("slot", "status", "attempt")
+CALENDAR = ("name", "version")
+JOB_PAGE, RUN_PAGE, CALENDAR_PAGE = ("items", *JOB), ("items", *RUN), ("items", *CALENDAR)
+ALERT_PAGE = ("items", "slot", "condition", "status")
+
 
 class ApiError(Exception):
     """The API answered an error, or could not be reached (``status`` 0).
@@ -202,14 +213,15 @@ class PunctualClient:
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         repeatable_post: bool = False,
-        answers: str | None = None,
+        answers: str | tuple[str, ...] | None = None,
     ) -> Reply:
         """Send one request (again as :attr:`retry` says); return the reply, or raise
         :class:`ApiError` for a 4xx/5xx, :class:`UnansweredError` when there was no answer.
         ``repeatable_post``: a POST the API makes idempotent itself (a batch, by job id), sent
         again when its answer was lost, as a keyed one is. ``answers``: the field every answer
         of the API to it holds; a success without it is not the API's (QA28: an internal error
-        of the command, KeyError, and with -o json the other service's JSON printed, exit 0)."""
+        of the command, KeyError, and with -o json the other service's JSON printed, exit 0);
+        a tuple: that field, then those of the object it is, or of each of its ``items``."""
         params = {k: v for k, v in (query or {}).items() if v is not None}
         for key, value in params.items():
             _check_text(f"the query parameter {key}", str(value))
@@ -237,7 +249,7 @@ class PunctualClient:
                     check_header_value(name, value)
             try:
                 reply = self._send(method, url, data, signed)
-                if answers is not None and not (isinstance(reply.body, dict) and answers in reply.body):
+                if answers is not None and not _answered(reply.body, answers):
                     raise self._not_the_api(reply.status, json.dumps(reply.body))
                 return reply
             except ApiError as exc:
@@ -300,14 +312,14 @@ class PunctualClient:
 
     def create_job(self, spec: Mapping[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers, answers="id").body
+        job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers, answers=JOB).body
         return job
 
     def create_job_at(self, job_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Create the job at ``job_id`` (``PUT`` with ``If-None-Match: *``): 412 when the id is taken."""
         headers = {"If-None-Match": "*"}
         job: dict[str, Any] = self.request(
-            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=headers, answers="id"
+            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=headers, answers=JOB
         ).body
         return job
 
@@ -326,7 +338,7 @@ class PunctualClient:
         self, state: str | None = None, tag: str | None = None, limit: int = 50, next_token: str | None = None
     ) -> dict[str, Any]:
         query = {"state": state, "tag": tag, "limit": limit, "next_token": next_token}
-        page: dict[str, Any] = self.request("GET", "/v1/jobs", query=query, answers="items").body
+        page: dict[str, Any] = self.request("GET", "/v1/jobs", query=query, answers=JOB_PAGE).body
         return page
 
     def iter_jobs(
@@ -336,14 +348,14 @@ class PunctualClient:
         return _items(lambda size, token: self.list_jobs(state, tag, size, token), limit)
 
     def get_job(self, job_id: str) -> dict[str, Any]:
-        job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}", answers="id").body
+        job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}", answers=JOB).body
         return job
 
     def replace_job(
         self, job_id: str, spec: Mapping[str, Any], if_match: int | None = None
     ) -> dict[str, Any]:
         job: dict[str, Any] = self.request(
-            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=_if(if_match), answers="id"
+            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=_if(if_match), answers=JOB
         ).body
         return job
 
@@ -352,13 +364,13 @@ class PunctualClient:
 
     def pause_job(self, job_id: str, if_match: int | None = None) -> dict[str, Any]:
         job: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/pause", headers=_if(if_match), answers="id"
+            "POST", f"/v1/jobs/{_seg(job_id)}/pause", headers=_if(if_match), answers=JOB
         ).body
         return job
 
     def resume_job(self, job_id: str, if_match: int | None = None) -> dict[str, Any]:
         job: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/resume", headers=_if(if_match), answers="id"
+            "POST", f"/v1/jobs/{_seg(job_id)}/resume", headers=_if(if_match), answers=JOB
         ).body
         return job
 
@@ -370,7 +382,7 @@ class PunctualClient:
         signing (no new secret: ``signing_secret`` is null)."""
         query = {"drop_previous": "true"} if drop_previous else None
         job: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/rotate-secret", query=query, headers=_if(if_match), answers="id"
+            "POST", f"/v1/jobs/{_seg(job_id)}/rotate-secret", query=query, headers=_if(if_match), answers=JOB
         ).body
         return job
 
@@ -388,7 +400,7 @@ class PunctualClient:
     ) -> dict[str, Any]:
         query = {"status": status, "limit": limit, "next_token": next_token}
         page: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query, answers="items"
+            "GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query, answers=RUN_PAGE
         ).body
         return page
 
@@ -401,14 +413,14 @@ class PunctualClient:
 
     def get_execution(self, job_id: str, slot: str) -> dict[str, Any]:
         execution: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/executions/{_seg(slot)}", answers="slot"
+            "GET", f"/v1/jobs/{_seg(job_id)}/executions/{_seg(slot)}", answers=RUN
         ).body
         return execution
 
     def list_alerts(self, job_id: str, limit: int = 50) -> dict[str, Any]:
         """The job's last alerts, newest slot first (``GET /v1/jobs/{id}/alerts``)."""
         alerts: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/alerts", query={"limit": limit}, answers="items"
+            "GET", f"/v1/jobs/{_seg(job_id)}/alerts", query={"limit": limit}, answers=ALERT_PAGE
         ).body
         return alerts
 
@@ -423,17 +435,17 @@ class PunctualClient:
 
     def put_calendar(self, name: str, spec: Mapping[str, Any], if_match: int | None = None) -> dict[str, Any]:
         calendar: dict[str, Any] = self.request(
-            "PUT", f"/v1/calendars/{_seg(name)}", dict(spec), headers=_if(if_match), answers="name"
+            "PUT", f"/v1/calendars/{_seg(name)}", dict(spec), headers=_if(if_match), answers=CALENDAR
         ).body
         return calendar
 
     def get_calendar(self, name: str) -> dict[str, Any]:
-        calendar: dict[str, Any] = self.request("GET", f"/v1/calendars/{_seg(name)}", answers="name").body
+        calendar: dict[str, Any] = self.request("GET", f"/v1/calendars/{_seg(name)}", answers=CALENDAR).body
         return calendar
 
     def list_calendars(self, limit: int = 50, next_token: str | None = None) -> dict[str, Any]:
         query = {"limit": limit, "next_token": next_token}
-        page: dict[str, Any] = self.request("GET", "/v1/calendars", query=query, answers="items").body
+        page: dict[str, Any] = self.request("GET", "/v1/calendars", query=query, answers=CALENDAR_PAGE).body
         return page
 
     def iter_calendars(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
@@ -611,6 +623,18 @@ def _shown(endpoint: str) -> str:
     """An endpoint as an error names it: without a user and password in it (also one that does
     not parse: QA24, its refusals printed them)."""
     return _USERINFO.sub(r"\1", endpoint)
+
+
+def _answered(body: Any, answers: str | tuple[str, ...]) -> bool:
+    """Whether ``body`` is an answer of the API: an object with ``answers`` (its first field, then
+    the fields of the object, or of each object of ``items``, a listing's)."""
+    field, *held = (answers,) if isinstance(answers, str) else answers
+    if not (isinstance(body, dict) and field in body):
+        return False
+    objects = body[field] if field == "items" else [body]
+    return isinstance(objects, list) and all(
+        isinstance(each, dict) and all(name in each for name in held) for each in objects
+    )
 
 
 def _parse(data: bytes) -> Any:
