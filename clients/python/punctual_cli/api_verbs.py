@@ -27,6 +27,7 @@ from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.retries import RetryPolicy
 from punctual_cli.verb_kit import (
     CliInputError,
+    DuplicateKeyError,
     api_client,
     common_options,
     emit,
@@ -37,6 +38,7 @@ from punctual_cli.verb_kit import (
     no_json_constant,
     read_input,
     table,
+    unique_keys,
     version_arg,
     zone_arg,
 )
@@ -235,9 +237,11 @@ def _expanded_size(data: Any) -> int:
 def _read_spec_file(path: str) -> dict[str, Any]:
     text = read_input(path)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:  # (QA21: an internal error) YAML would recurse as deep: not tried
         raise CliInputError(f"{path} is nested too deeply to read") from None
+    except DuplicateKeyError as exc:
+        raise CliInputError(f"{path}: {exc}") from None
     except ValueError:
         try:
             import yaml
@@ -247,6 +251,8 @@ def _read_spec_file(path: str) -> dict[str, Any]:
             data = yaml.load(text, Loader=_json_like_yaml())
         except RecursionError:
             raise CliInputError(f"{path} is nested too deeply to read") from None
+        except DuplicateKeyError as exc:
+            raise CliInputError(f"{path}: {exc}") from None
         except (yaml.YAMLError, ValueError) as exc:
             raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
@@ -272,6 +278,9 @@ def _read_spec_file(path: str) -> dict[str, Any]:
     return data
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *base`: keys merged in, which the mapping's own override
+
+
 def _json_like_yaml() -> Any:
     """A YAML SafeLoader that reads plain scalars as JSON would (YAML 1.2's core schema), not as
     YAML 1.1 does: ``on``/``no``/``yes`` stay text (``alerts: [{on: [failed]}]`` keeps its key,
@@ -280,7 +289,11 @@ def _json_like_yaml() -> Any:
     import yaml
 
     class JsonLikeLoader(yaml.SafeLoader):  # type: ignore[misc]  # (no stubs for PyYAML here)
-        pass
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # a key written twice is refused (a merge key's, `<<: *base`, are overridden, as meant)
+            own = [(self.construct_object(key), None) for key, _ in node.value if key.tag != MERGE_TAG]
+            unique_keys(own)
+            return super().construct_mapping(node, deep=deep)
 
     typed = ("bool", "int", "float", "timestamp", "null")
     dropped = {f"tag:yaml.org,2002:{name}" for name in typed}
@@ -307,9 +320,11 @@ def _json_like_yaml() -> Any:
 def _json_payload(text: str) -> Any:
     """``--payload``: JSON only; text goes in ``--payload-text`` (never guessed)."""
     try:
-        return json.loads(text, parse_constant=no_json_constant)
+        return json.loads(text, parse_constant=no_json_constant, object_pairs_hook=unique_keys)
     except RecursionError:  # (QA21: an internal error)
         raise CliInputError("--payload is nested too deeply to read") from None
+    except DuplicateKeyError as exc:
+        raise CliInputError(f"--payload: {exc}") from None
     except ValueError as exc:
         raise CliInputError(
             f"--payload is not valid JSON ({exc}); for a text payload use --payload-text"

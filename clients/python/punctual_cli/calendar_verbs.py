@@ -18,6 +18,7 @@ from punctual.timing.schedules import ScheduleError, format_instant, parse_insta
 from punctual_cli.ics import IcsError, parse_ics
 from punctual_cli.verb_kit import (
     CliInputError,
+    DuplicateKeyError,
     api_client,
     common_options,
     emit,
@@ -27,6 +28,7 @@ from punctual_cli.verb_kit import (
     no_json_constant,
     read_input,
     table,
+    unique_keys,
     version_arg,
     zone_arg,
 )
@@ -122,9 +124,11 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
     if args.file:
         text = read_input(args.file)  # ('-': stdin, as --ics and jobs' --file)
         try:
-            loaded = json.loads(text, parse_constant=no_json_constant)
+            loaded = json.loads(text, parse_constant=no_json_constant, object_pairs_hook=unique_keys)
         except RecursionError:  # (QA21: an internal error)
             raise CliInputError(f"cannot read {args.file} as JSON: it is nested too deeply") from None
+        except DuplicateKeyError as exc:
+            raise CliInputError(f"{args.file}: {exc}") from None
         except (OSError, ValueError) as exc:
             raise CliInputError(f"cannot read {args.file} as JSON: {exc}") from None
         if not isinstance(loaded, dict):
