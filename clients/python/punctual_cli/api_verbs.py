@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any, TextIO, cast
 
-from punctual.models import ExecutionStatus, JobSpec
+from punctual.models import ExecutionStatus, JobSpec, KeyGivenTwice, unique_keys
 from punctual.models.targets import target_arn
 from punctual.timing.timers import is_slot_key
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
@@ -27,7 +27,6 @@ from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.retries import RetryPolicy
 from punctual_cli.verb_kit import (
     CliInputError,
-    DuplicateKeyError,
     api_client,
     common_options,
     emit,
@@ -38,7 +37,6 @@ from punctual_cli.verb_kit import (
     no_json_constant,
     read_input,
     table,
-    unique_keys,
     version_arg,
     zone_arg,
 )
@@ -240,7 +238,7 @@ def _read_spec_file(path: str) -> dict[str, Any]:
         data = json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:  # (QA21: an internal error) YAML would recurse as deep: not tried
         raise CliInputError(f"{path} is nested too deeply to read") from None
-    except DuplicateKeyError as exc:
+    except KeyGivenTwice as exc:
         raise CliInputError(f"{path}: {exc}") from None
     except ValueError:
         try:
@@ -251,7 +249,7 @@ def _read_spec_file(path: str) -> dict[str, Any]:
             data = yaml.load(text, Loader=_json_like_yaml())
         except RecursionError:
             raise CliInputError(f"{path} is nested too deeply to read") from None
-        except DuplicateKeyError as exc:
+        except KeyGivenTwice as exc:
             raise CliInputError(f"{path}: {exc}") from None
         except (yaml.YAMLError, ValueError) as exc:
             raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
@@ -323,7 +321,7 @@ def _json_payload(text: str) -> Any:
         return json.loads(text, parse_constant=no_json_constant, object_pairs_hook=unique_keys)
     except RecursionError:  # (QA21: an internal error)
         raise CliInputError("--payload is nested too deeply to read") from None
-    except DuplicateKeyError as exc:
+    except KeyGivenTwice as exc:
         raise CliInputError(f"--payload: {exc}") from None
     except ValueError as exc:
         raise CliInputError(

@@ -14,11 +14,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from punctual.models import KeyGivenTwice, unique_keys
 from punctual.timing.schedules import ScheduleError, format_instant, parse_instant
 from punctual_cli.ics import IcsError, parse_ics
 from punctual_cli.verb_kit import (
     CliInputError,
-    DuplicateKeyError,
     api_client,
     common_options,
     emit,
@@ -28,7 +28,6 @@ from punctual_cli.verb_kit import (
     no_json_constant,
     read_input,
     table,
-    unique_keys,
     version_arg,
     zone_arg,
 )
@@ -127,7 +126,7 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
             loaded = json.loads(text, parse_constant=no_json_constant, object_pairs_hook=unique_keys)
         except RecursionError:  # (QA21: an internal error)
             raise CliInputError(f"cannot read {args.file} as JSON: it is nested too deeply") from None
-        except DuplicateKeyError as exc:
+        except KeyGivenTwice as exc:
             raise CliInputError(f"{args.file}: {exc}") from None
         except (OSError, ValueError) as exc:
             raise CliInputError(f"cannot read {args.file} as JSON: {exc}") from None

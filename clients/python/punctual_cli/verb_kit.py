@@ -51,22 +51,6 @@ def read_input(path: str) -> str:
         raise CliInputError(f"cannot read {path}: it is not UTF-8 text") from None
 
 
-class DuplicateKeyError(CliInputError):
-    """A key given twice in one mapping of a file or ``--payload``: which one is meant is unknown."""
-
-
-def unique_keys(pairs: Sequence[tuple[Any, Any]]) -> dict[Any, Any]:
-    """``json.loads``'s ``object_pairs_hook`` (and the YAML reader's check): a key given twice in
-    one mapping is refused, naming it (QA30: the last one was taken without a word; YAML 1.2
-    requires unique keys, and kubectl refuses a manifest with a key set twice)."""
-    found: dict[Any, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise DuplicateKeyError(f"the key {key!r} is given twice in one mapping (which one is meant?)")
-        found[key] = value
-    return found
-
-
 def no_json_constant(name: str) -> Any:
     """``json.loads``'s ``parse_constant``: NaN and Infinity are not JSON numbers (refused)."""
     raise ValueError(f"{name} is not a JSON number")

@@ -20,6 +20,8 @@ from punctual.api.batch import BATCH_MAX_BODY_BYTES, BATCH_PATH
 from punctual.models import (
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_DEPTH,
+    KeyGivenTwice,
+    unique_keys,
 )
 
 # The job payload may be 256 KB; the rest of a spec (name, tags, headers) gets 64 KB more.
@@ -84,9 +86,12 @@ def _is_json(content_type: str) -> bool:
 
 
 def _unreadable(body: str) -> str | None:
-    """Why the JSON parser gives up on well-formed ``body`` (so it never raises mid-route), or None."""
+    """Why the JSON parser gives up on well-formed ``body`` (so it never raises mid-route), or why
+    it is ambiguous (a key given twice in one object), or None."""
     try:
-        json.loads(body)
+        json.loads(body, object_pairs_hook=unique_keys)
+    except KeyGivenTwice as exc:  # (QA30: the last value was taken without a word)
+        return f"{exc} of the request body"
     except RecursionError:
         return f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)"
     except json.JSONDecodeError:

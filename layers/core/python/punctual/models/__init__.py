@@ -49,6 +49,7 @@ from punctual.models.base import (
     PAYLOAD_TOO_LARGE,
     RESERVED_HEADERS,
     STORED,
+    KeyGivenTwice,
     StrictModel,
     accepted_before,
     check_json_value,
@@ -57,6 +58,7 @@ from punctual.models.base import (
     int_field,
     is_json_media_type,
     seconds_field,
+    unique_keys,
 )
 from punctual.models.executions import (
     EARLIER_JOB_MARGIN,
@@ -160,6 +162,7 @@ __all__ = [
     "Job",
     "JobSpec",
     "JobState",
+    "KeyGivenTwice",
     "LambdaTarget",
     "Overlap",
     "RetryPolicy",
@@ -181,4 +184,5 @@ __all__ = [
     "is_json_media_type",
     "seconds_field",
     "target_arn",
+    "unique_keys",
 ]

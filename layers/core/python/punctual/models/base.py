@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any, Final, TypeVar
 
 from pydantic import (
@@ -388,6 +388,23 @@ def text_charset_problem(text: str, content_type: str) -> str | None:
                 " or keep the text to ASCII"
             )
     return None
+
+
+class KeyGivenTwice(ValueError):
+    """A JSON object (or YAML mapping) with a key given twice: which of its values is meant is
+    unknown (QA30: parsers keep the last one, so ``schedule`` twice made a job of the second
+    without a word; YAML 1.2 requires unique keys, and kubectl refuses such a manifest)."""
+
+
+def unique_keys(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object, or :class:`KeyGivenTwice` naming a key
+    it gives twice."""
+    found: dict[Any, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise KeyGivenTwice(f"the key {str(key)[:80]!r} is given twice in one object")
+        found[key] = value
+    return found
 
 
 def is_json_media_type(content_type: str) -> bool:
