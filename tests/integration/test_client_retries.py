@@ -176,7 +176,7 @@ def test_no_answer_is_retried_only_for_what_can_be_repeated() -> None:
         "PUT": (lambda c: c.replace_job("j", spec), 3),
         "DELETE": (lambda c: c.delete_job("j"), 3),
         "POST with an Idempotency-Key": (lambda c: c.create_job(spec, idempotency_key="k1"), 3),
-        "POST without": (lambda c: c.create_job(spec), 0),  # it may have been done: not again
+        "POST with the client's key": (lambda c: c.create_job(spec), 3),  # QA30: a create always has one
         "pause (a POST)": (lambda c: c.pause_job("j"), 0),
     }
     for name, (call, retries) in calls.items():
@@ -270,10 +270,10 @@ def test_a_keyed_create_whose_first_request_is_still_running_is_sent_again(
     # When the keyed create is sent, it is sent again after the Retry-After and made once
     job = client.create_job(spec, idempotency_key="k-409")
     assert fake.slept == [1.0] and [j["id"] for j in client.iter_jobs()] == [job["id"]]
-    # But the same 409 to a request without a key is not retried (it is not that request's)
+    # But the same 409 to a request without a key (a pause) is not retried (it is not that request's)
     _answer_first(served, monkeypatch, busy)
     with pytest.raises(ApiError) as caught:
-        PunctualClient(endpoint=served.url, retry=FakeTime().policy()).create_job(spec)
+        PunctualClient(endpoint=served.url, retry=FakeTime().policy()).pause_job(job["id"])
     assert caught.value.status == 409
 
 
@@ -284,8 +284,9 @@ def test_api_gateways_502_and_504_are_a_lost_answer(
     served: Served, monkeypatch: pytest.MonkeyPatch, status: int, message: str
 ) -> None:
     # API Gateway answers these itself when the API's function crashed or ran out of time: the
-    # request may have been done. A read, and a create with an Idempotency-Key, are sent again
-    # (it answers the job the first made, if it did); a create without one, a replace, are not.
+    # request may have been done. A read, and a create with an Idempotency-Key (the caller's or,
+    # QA30, the client's own), are sent again (it answers the job the first made, if it did); a
+    # replace, a pause, are not.
     gateway = {"statusCode": status, "headers": {}, "body": f'{{"message": "{message}"}}'}
     spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
     fake = FakeTime()
@@ -295,29 +296,36 @@ def test_api_gateways_502_and_504_are_a_lost_answer(
     assert fake.slept == [0.25]
     _answer_first(served, monkeypatch, gateway, gateway)
     assert client.get_job(made["id"])["id"] == made["id"] and fake.slept == [0.25, 0.25, 0.5]
-    for call in (lambda: client.create_job(spec), lambda: client.replace_job(made["id"], spec)):
+    _answer_first(served, monkeypatch, gateway)
+    other = client.create_job(spec)  # no key given: the client's
+    assert fake.slept == [0.25, 0.25, 0.5, 0.25]
+    for call in (lambda: client.pause_job(made["id"]), lambda: client.replace_job(made["id"], spec)):
         _answer_first(served, monkeypatch, gateway)
         with pytest.raises(ApiError) as caught:
             call()
-        assert caught.value.status == status and fake.slept == [0.25, 0.25, 0.5]
-    assert [j["id"] for j in client.iter_jobs()] == [made["id"]]
+        assert caught.value.status == status and fake.slept == [0.25, 0.25, 0.5, 0.25]
+    assert sorted(j["id"] for j in client.iter_jobs()) == sorted([made["id"], other["id"]])
 
 
-def test_api_gateways_500_for_a_throttled_function_is_sent_again_whatever_the_method(
+def test_api_gateways_500_for_a_throttled_function_is_sent_again_when_it_can_be_repeated(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # QA30: API Gateway answers 500 {"message": "Internal server error"} itself when Lambda refuses
-    # to invoke the API's function (throttled: its reserved concurrency full): nothing was done, but
-    # the client retried nothing, and a create failed with "500 Internal server error"
+    # to invoke the API's function (throttled: its reserved concurrency full), but the client
+    # retried nothing, and a create failed with "500 Internal server error". It is also Lambda's
+    # service exceptions' answer, the function maybe run (review): sent again as after a 502
     gateway = {"statusCode": 500, "headers": {}, "body": '{"message": "Internal server error"}'}
     spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
     fake = FakeTime()
     client = PunctualClient(endpoint=served.url, retry=fake.policy())
     _answer_first(served, monkeypatch, gateway, gateway)
-    made = client.create_job(spec)  # no Idempotency-Key: safe, as the function never ran
+    made = client.create_job(spec)  # no Idempotency-Key given: the client's own makes it repeatable
     assert fake.slept == [0.25, 0.5] and [j["id"] for j in client.iter_jobs()] == [made["id"]]
-    _answer_first(served, monkeypatch, gateway)
-    assert client.replace_job(made["id"], {**spec, "schedule": "rate(2 hours)"})["version"] == 2
+    _answer_first(served, monkeypatch, gateway)  # a replace may have been done: not sent again
+    with pytest.raises(ApiError) as caught:
+        client.replace_job(made["id"], {**spec, "schedule": "rate(2 hours)"})
+    assert caught.value.status == 500 and fake.slept == [0.25, 0.5]
+    fake.slept.clear()
     # And the API's own 500 (problem details: it ran, and failed) is not sent again
     own = {
         "statusCode": 500,
@@ -327,7 +335,7 @@ def test_api_gateways_500_for_a_throttled_function_is_sent_again_whatever_the_me
     _answer_first(served, monkeypatch, own)
     with pytest.raises(ApiError) as caught:
         client.create_job(spec)
-    assert caught.value.status == 500 and fake.slept == [0.25, 0.5, 0.25]
+    assert caught.value.status == 500 and fake.slept == []
     assert len(list(client.iter_jobs())) == 1
 
 

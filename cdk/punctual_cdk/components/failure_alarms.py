@@ -114,7 +114,8 @@ def failure_alarms(
         threshold=1,
         description="The api function was throttled: its reserved concurrency (apiReservedConcurrency)"
         " was full, and API Gateway answered those requests 500 Internal server error without the"
-        " handler running (the client retries them). Raise apiReservedConcurrency (with"
+        " handler running (the client retries those it may repeat: reads, creates, run-nows)."
+        " Raise apiReservedConcurrency (with"
         " apiThrottleRatePerS: it needs about the stage's requests a second x their seconds), or"
         " find the slow requests in the api function's log.",
     )

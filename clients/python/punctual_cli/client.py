@@ -26,8 +26,9 @@ from punctual_cli.retries import (
     LOST_ANSWER_STATUSES,
     RETRIED_STATUSES,
     RetryPolicy,
+    gateway_500,
     in_progress,
-    not_invoked,
+    once_key,
     repeatable,
     retry_after,
 )
@@ -311,7 +312,7 @@ class PunctualClient:
     # ------------------------------------------------------------------ jobs
 
     def create_job(self, spec: Mapping[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        headers = {"Idempotency-Key": once_key(idempotency_key)}  # made when none is given: retried once
         job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers, answers=JOB).body
         return job
 
@@ -387,7 +388,7 @@ class PunctualClient:
         return job
 
     def trigger_job(self, job_id: str, idempotency_key: str | None = None) -> dict[str, Any]:
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        headers = {"Idempotency-Key": once_key(idempotency_key)}  # made when none is given: retried once
         accepted: dict[str, Any] = self.request(
             "POST", f"/v1/jobs/{_seg(job_id)}/trigger", headers=headers, answers="slot"
         ).body
@@ -525,15 +526,11 @@ def _retry_wait(
     def again(sent: bool) -> bool:
         return repeatable_post or repeatable(method, headers, sent)
 
-    if (
-        exc.status in RETRIED_STATUSES
-        or in_progress(exc.status, exc.problem, headers)
-        or not_invoked(exc.status, exc.problem)
-    ):
+    if exc.status in RETRIED_STATUSES or in_progress(exc.status, exc.problem, headers):
         asked = exc.retry_after_s  # nothing was done (or a keyed request's first is still running)
     elif isinstance(exc, UnansweredError) and again(exc.sent):
         asked = None
-    elif exc.status in LOST_ANSWER_STATUSES and again(True):
+    elif (exc.status in LOST_ANSWER_STATUSES or gateway_500(exc.status, exc.problem)) and again(True):
         asked = exc.retry_after_s
     else:
         return None

@@ -1,15 +1,16 @@
 """When :class:`~punctual_cli.client.PunctualClient` sends a request again (standard library only).
 
 The API answers 429 (the tenant's request quota) and 503 (storage shedding load, another request
-on the same items) having done nothing, as API Gateway's own 500 is (the function not invoked:
-throttled), with ``Retry-After`` saying when to come back
+on the same items) having done nothing, with ``Retry-After`` saying when to come back
 (docs/api.md): such a request is sent again, whatever its method. A request that got no answer
 is sent again only when doing it twice is doing it once: a ``GET``, ``HEAD``, or a ``POST`` with
 an ``Idempotency-Key``; a ``PUT`` or ``DELETE`` too when it never reached the API (the connection
 failed), but not once sent (no answer in time, a connection dropped after): it may have been
 done, and done again it is a 412 or 404 that says otherwise. API Gateway's 502 and 504 (the
 API's function failed or timed out, maybe after it acted) are such a request sent and not
-answered. No other error is retried (a 4xx is
+answered, and so is its bare 500 (Lambda's service exceptions: the function may have run). A create
+or a run-now is sent with an ``Idempotency-Key`` the client makes (:func:`once_key`) when the caller
+gave none, so every retry of one answers the job or slot the first made. No other error is retried (a 4xx is
 the request's own fault), except a 409 that says the first request with the same
 ``Idempotency-Key`` is still running: the keyed request is sent again after its ``Retry-After``.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,9 +35,9 @@ RETRIED_STATUSES = frozenset({429, 503})
 # sent again only when that can be repeated (as a timeout is)
 LOST_ANSWER_STATUSES = frozenset({502, 504})
 # API Gateway's own 500 (its body this message alone, no problem details): Lambda refused to invoke
-# the API's function (throttled: its reserved concurrency, apiReservedConcurrency, full), so it
-# never ran and nothing was done: sent again as a 503 is (AWS: "If the Lambda API rejects the
-# invocation request, API Gateway returns a 500"; a function that ran and failed is its 502).
+# the API's function (throttled: its reserved concurrency, apiReservedConcurrency, full), or a
+# Lambda service exception, after which the function may have run (QA30 review: a create sent again
+# on it made two jobs): an answer lost, as a 502 or 504 is.
 GATEWAY_REJECTED = {"message": "Internal server error"}
 # A 409 whose problem is this: the first request with the same Idempotency-Key is still running;
 # the same request again, once it ended, answers its reply (docs/api.md)
@@ -88,9 +90,16 @@ def in_progress(status: int, problem: Mapping[str, object], headers: Mapping[str
     return keyed and status == 409 and kind.endswith(IN_PROGRESS_TYPE)  # urn:punctual:problem:...
 
 
-def not_invoked(status: int, problem: Mapping[str, object]) -> bool:
-    """Whether an answer is API Gateway's 500 for a function Lambda did not invoke (nothing done)."""
+def gateway_500(status: int, problem: Mapping[str, object]) -> bool:
+    """Whether an answer is API Gateway's own 500 (Lambda throttled the API's function, or failed
+    around it): the request may have been done, as after a 502."""
     return status == 500 and dict(problem) == GATEWAY_REJECTED
+
+
+def once_key(given: str | None) -> str:
+    """The ``Idempotency-Key`` of a create or run-now: ``given``, else one made for this call, so a
+    retry (after a lost answer) answers what the first try did instead of doing it again."""
+    return given or f"punctual-client-{uuid.uuid4()}"
 
 
 def repeatable(method: str, headers: Mapping[str, str], sent: bool) -> bool:
