@@ -35,7 +35,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
@@ -518,34 +517,35 @@ def calendar_name_for(event: dict[str, Any]) -> str:
     return name
 
 
-# A named calendar found made this recently, with the declared days, is taken as this request's
-# own earlier delivery (Lambda retries an asynchronous invocation within minutes).
-REDELIVERY_S = 900
+MAX_DESCRIPTION = 1024  # the API's
 
 
-def _just_made(api: Api, path: str, spec: dict[str, Any]) -> bool:
-    """Whether the calendar at ``path`` was made in the last :data:`REDELIVERY_S` with the days
-    ``spec`` declares (a repeated delivery of the Create that made it)."""
+def _marked(spec: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """The declared calendar with this resource's mark (of its stack and logical id) ending its
+    description: a calendar of the name found with it is this resource's (a repeated delivery, or a
+    move to another Region's API over the one table), never one with the same days (QA30 review)."""
+    text, mark = spec.get("description") or "", _mark(event)
+    if not isinstance(text, str):
+        return spec  # the API refuses it, naming the field
+    if len(text) + len(mark) + 1 > MAX_DESCRIPTION:
+        raise ProviderError(f"Spec: description: at most {MAX_DESCRIPTION - len(mark) - 1} characters here")
+    return {**spec, "description": f"{text}\n{mark}" if text else mark}
+
+
+def _ours(api: Api, path: str, event: dict[str, Any]) -> bool:
+    """Whether the calendar at ``path`` carries this resource's mark (it made it)."""
     status, body = api.request("GET", path)
-    if status != 200 or not _has_days(body, spec):
-        return False
-    try:
-        made = datetime.fromisoformat(str(body.get("created_at")).replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return 0 <= time.time() - made.timestamp() <= REDELIVERY_S
-
-
-def _has_days(body: Any, spec: dict[str, Any]) -> bool:
-    """Whether the calendar ``body`` (the API's) has the days ``spec`` declares."""
-    declared = {"timezone": "UTC", "dates": [], "ranges": [], **spec}
-    return isinstance(body, dict) and all(body.get(f) == declared[f] for f in ("timezone", "dates", "ranges"))
+    return status == 200 and isinstance(body, dict) and str(body.get("description")).endswith(_mark(event))
 
 
 def _made_calendar_name(event: dict[str, Any]) -> str:
     """The name a calendar with no ``Name`` gets: from the stack and the logical id."""
     seed = f"{event['StackId']}/{event['LogicalResourceId']}"
     return "cfn-" + hashlib.sha1(seed.encode(), usedforsecurity=False).hexdigest()
+
+
+def _mark(event: dict[str, Any]) -> str:
+    return f"[made by CloudFormation resource {_made_calendar_name(event)[4:28]}]"
 
 
 def _calendar_id(name: str, api_url: str) -> str:
@@ -559,8 +559,9 @@ def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str
     puts it with ``If-None-Match: *``, and a name that exists is refused, as CloudFormation refuses a
     named resource that exists, unless it is the one made from this stack and logical id (a repeated
     delivery); else CloudFormation's cleanup, or a rollback, would delete a calendar another resource
-    (or the API) made and still uses (review). An Update to another API that has it with the old
-    days is in place (another Region's API of a multi-Region deployment, the one table: QA30)."""
+    (or the API) made and still uses (review). An Update to another API that has it and it
+    carries this resource's mark is in place (another Region's API of a multi-Region deployment,
+    the one table: QA30; not a calendar of the name with the old days, another's: review)."""
     kind = event["RequestType"]
     physical = str(event.get("PhysicalResourceId") or "")
     if kind == "Delete":
@@ -569,17 +570,16 @@ def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str
     if kind not in ("Create", "Update"):
         raise ProviderError(f"unknown RequestType {kind!r}")
     name = calendar_name_for(event)
-    spec = _spec(event["ResourceProperties"])
+    spec = _marked(_spec(event["ResourceProperties"]), event)
     made = _calendar_id(name, api_url)
     path = f"/v1/calendars/{quote(name, safe='')}"
     if kind == "Update" and made != physical and physical.rsplit("@", 1)[0] == name:  # moved (QA30):
-        had, (found, body) = _old_spec(event.get("OldResourceProperties") or {}), api.request("GET", path)
-        made = physical if found == 200 and had is not None and _has_days(body, had) else made  # one table
+        made = physical if _ours(api, path, event) else made  # found there, its own: the one table
     if kind == "Update" and made == physical:  # in place: the days put over its own
         status, body = api.request("PUT", path, spec)
     else:
         status, body = api.request("PUT", path, spec, {"If-None-Match": "*"})
-        if status == 412 and (name == _made_calendar_name(event) or _just_made(api, path, spec)):
+        if status == 412 and (name == _made_calendar_name(event) or _ours(api, path, event)):
             status, body = api.request("PUT", path, spec)  # this very request made it before
         elif status == 412:
             raise ProviderError(
