@@ -335,11 +335,12 @@ API_STAGE_NAME: Final = "prod"  # routes carry their own version (/v1/...)
 API_THROTTLE_RATE_PER_S: Final = 100
 API_THROTTLE_BURST: Final = 200
 # The api function's reserved concurrency: its most at once, so API traffic cannot take the
-# account's Lambda concurrency from the workers and pollers (an unreserved API took it all: the
-# account's 1,000 by default, of which Lambda keeps 100 unreserved). The stage's burst: at the
-# stage's 100 requests a second it serves requests of up to 2 s; the workers (400 a short queue),
-# pollers (80 at most) and the rest keep the other 800.
-API_RESERVED_CONCURRENCY: Final = API_THROTTLE_BURST
+# account's Lambda concurrency from the workers and pollers (an unreserved API took it all). The
+# stage's rate: at its 100 requests a second it serves requests of up to 1 s. Each Punctual stack
+# of an account and Region reserves it again, and Lambda keeps 100 of the account's unreserved: an
+# account whose quota is under 100 + 100 a stack cannot deploy it (QA30 review: 200 each was 300 for
+# one stack); 0 opts out.
+API_RESERVED_CONCURRENCY: Final = API_THROTTLE_RATE_PER_S
 
 # --- Observability -------------------------------------------------------------------------------
 LOG_RETENTION_DAYS: Final = 30

@@ -10,6 +10,7 @@ import pytest
 
 from infra import build_layer
 from punctual.runtime.settings import DEPLOYED, Settings, SettingsError, env_value
+from punctual_cdk import constants as c
 from punctual_cdk.config import DEFAULTS, ConfigError, PunctualConfig, fargate_memory_fits, target_actions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -195,6 +196,14 @@ def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
     assert config(pollerReservedConcurrency=80).poller_reserved_concurrency == 80
     assert config(maxShardGroups=2, pollerReservedConcurrency=8).poller_reserved_concurrency == 8
     assert config(maxShardGroups=62, shardGroups=1, pollerReservedConcurrency=248).group_slices == 2
+
+
+def test_the_apis_reservation_leaves_a_small_account_room_and_may_be_opted_out_of() -> None:
+    """QA30 review (b1fb7157): the default reserved 200 for the api function, again in every stack
+    of an account and Region, and Lambda keeps 100 unreserved: an account under 300 could not deploy
+    (or upgrade). 100 is the stage's 100 requests a second at up to 1 s each; 0 reserves nothing."""
+    assert config().api_reserved_concurrency == 100 == c.API_THROTTLE_RATE_PER_S
+    assert config(apiReservedConcurrency="0").api_reserved_concurrency == 0
 
 
 def test_warm_throughput_is_unset_or_at_least_dynamodbs_minimum() -> None:
