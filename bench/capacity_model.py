@@ -32,7 +32,7 @@ class Deployment:
     worker_functions: int = 1  # one worker function drains every short queue (per-queue: not deployable)
     worker_max_concurrency: int = 200  # per queue (event source MaximumConcurrency)
     account_concurrency: int = 1000  # a Service Quotas request, not a cdk.json key
-    api_reserved_concurrency: int = 200  # the api function's reservation (cdk.json apiReservedConcurrency)
+    api_reserved_concurrency: int = 100  # the api function's reservation (cdk.json apiReservedConcurrency)
     max_shard_groups: int = 40
     triggers_per_poller_minute: int = 60_000
     batch_size: int = 10

@@ -111,7 +111,7 @@ def test_worker_concurrency_is_queues_times_event_source_concurrency_within_the_
     assert capacity_model.worker_concurrency_cap(D) == 200
     # within what the account leaves the workers: its 1,000 less the API's reserved concurrency
     many = replace(D, queue_count=10, worker_max_concurrency=1000)
-    assert capacity_model.worker_concurrency_cap(many) == 1000 - D.api_reserved_concurrency == 800
+    assert capacity_model.worker_concurrency_cap(many) == 1000 - D.api_reserved_concurrency == 900
     assert capacity_model.worker_concurrency_cap(replace(many, api_reserved_concurrency=0)) == 1000
 
 
