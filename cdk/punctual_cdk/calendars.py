@@ -28,6 +28,9 @@ from punctual_cdk.provider_construct import JobProvider, SchedulerRef, after_its
 from punctual_cdk.scheduler import Punctual
 
 CALENDAR_RESOURCE_TYPE = "Custom::PunctualCalendar"
+# The API's 1,024 characters less the mark the provider ends a calendar's description with (its
+# resource's: provider/handler.py, _marked), and the line break before it
+DESCRIPTION_ROOM = 965
 
 
 class CalendarSpecError(ValueError):
@@ -113,6 +116,10 @@ class Calendar(Construct):
             }
             if description:  # (left out when empty: a calendar's template is as it was)
                 document["description"] = description
+            if isinstance(description, str) and len(description) > DESCRIPTION_ROOM:
+                raise CalendarSpecError(
+                    f"description: at most {DESCRIPTION_ROOM} characters (the provider marks it)"
+                )
             # a time zone from a parameter is the API's to check at deploy (QA28), as a job's is
             _check({**document, "timezone": "UTC"} if cdk.Token.is_unresolved(timezone) else document)
             self.name = name if name is not None else _made_name(self)

@@ -106,6 +106,8 @@ def test_a_job_may_name_a_calendar_of_its_stack_by_its_name() -> None:
         ({"timezone": "Mars/Olympus"}, r"timezone: "),
         ({"name": "a b"}, r"name: 1-64 characters"),
         ({"name": "..."}, r"name: 1-64 characters"),
+        # QA30: the provider ends it with its mark: 966 characters failed at deploy, not at synth
+        ({"description": "x" * 966}, r"description: at most 965 characters"),
     ],
 )
 def test_every_calendar_refusal_names_the_field(given: dict[str, Any], message: str) -> None:

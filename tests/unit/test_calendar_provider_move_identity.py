@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from punctual_cdk.calendars import DESCRIPTION_ROOM
 from punctual_cdk.provider import handler as provider
 
 A = "https://aaaaaaaaaa.execute-api.eu-west-1.amazonaws.com/prod"  # deployment 1 (its own table)
@@ -100,5 +101,7 @@ def test_the_mark_ends_the_declared_description_and_one_with_no_room_for_it_is_r
     provider.on_event(_event("Create", A, days), {A: table}.__getitem__)
     described = table.calendars["holidays"]["description"]
     assert described.startswith("public holidays\n[made by CloudFormation resource ")
+    # The construct refuses at synth what has no room for the mark
+    assert len(described) - len("public holidays\n") == provider.MAX_DESCRIPTION - 1 - DESCRIPTION_ROOM
     with pytest.raises(provider.ProviderError, match="description: at most"):
         provider.on_event(_event("Create", A, {**days, "description": "x" * 1000}), {A: table}.__getitem__)
