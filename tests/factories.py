@@ -88,3 +88,34 @@ def save_run(store: Any, job_id: str, at: datetime, status: Any, error: str | No
         None,
         2_000_000_000,
     )
+
+
+def lambda_sqs_event(messages: list[dict[str, Any]], arn: str, region: str = "us-east-1") -> dict[str, Any]:
+    """Lambda's SQS event for messages received from SQS (``ReceiveMessage`` with every attribute),
+    as the event source mapping shapes it."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m["Attributes"],
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": region,
+            }
+            for m in messages
+        ]
+    }
+
+
+def delete_succeeded(sqs: Any, queue_url: str, event: dict[str, Any], response: dict[str, Any]) -> set[str]:
+    """What the event source mapping does with a partial batch response: delete the event's records
+    it does not name; the ids it names."""
+    failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+    for record in event["Records"]:
+        if record["messageId"] not in failed:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=record["receiptHandle"])
+    return failed

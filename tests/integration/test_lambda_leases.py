@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
+from factories import delete_succeeded, lambda_sqs_event
 from factories import job as make_job
 from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.targets.base import SlotContext, TargetResult
@@ -98,31 +99,13 @@ class Lane:
         return [], time.monotonic()
 
     def event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "Records": [
-                {
-                    "messageId": m["MessageId"],
-                    "receiptHandle": m["ReceiptHandle"],
-                    "body": m["Body"],
-                    "attributes": m["Attributes"],
-                    "messageAttributes": {},
-                    "md5OfBody": m["MD5OfBody"],
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": self.arn,
-                    "awsRegion": REGION,
-                }
-                for m in messages
-            ]
-        }
+        return lambda_sqs_event(messages, self.arn, REGION)
 
     def invoke(self, batch: LambdaBatch, messages: list[dict[str, Any]]) -> dict[str, Any]:
         """One invocation, and what the mapping does with its partial batch response."""
         event = self.event(messages)
         response = batch.handle(event, lambda: 900.0)
-        failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
-        for record in event["Records"]:
-            if record["messageId"] not in failed:
-                self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=record["receiptHandle"])
+        delete_succeeded(self.sqs, self.url, event, response)
         return response
 
     def add_job(self, job_id: str, **overrides: Any) -> Job:

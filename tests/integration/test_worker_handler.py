@@ -16,6 +16,7 @@ import pytest
 
 from execution_harness import FakeTarget
 from factories import job as make_job
+from factories import lambda_sqs_event
 from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.execution import Worker, WorkerConfig
 from punctual.execution import worker as execution_worker
@@ -106,22 +107,7 @@ def sqs_event(env: Env, max_messages: int = 10) -> dict[str, Any]:
     reply = env.sqs.receive_message(
         QueueUrl=env.queue_url, MaxNumberOfMessages=max_messages, AttributeNames=["All"], WaitTimeSeconds=0
     )
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m["Attributes"],
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": env.queue_arn,
-                "awsRegion": REGION,
-            }
-            for m in reply.get("Messages", [])
-        ]
-    }
+    return lambda_sqs_event(reply.get("Messages", []), env.queue_arn, REGION)
 
 
 def invoke(env: Env, event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:

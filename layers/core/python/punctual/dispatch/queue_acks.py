@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from punctual.dispatch.queues import SQS_BATCH_MAX, DispatchMessage, QueuePort, Received
+from punctual.dispatch.queues import SQS_BATCH_MAX, DispatchMessage, QueuePort, Received, Visibilities
 
 log = logging.getLogger("punctual.dispatch.queue_acks")
 
@@ -87,7 +87,7 @@ class BatchedDeletes:
         self.queues.change_visibility(queue_url, receipt, visibility_s)
 
     def change_visibility_batch(
-        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+        self, queue_url: str, receipts: Sequence[str], visibility_s: Visibilities
     ) -> list[str]:
         return self.queues.change_visibility_batch(queue_url, receipts, visibility_s)
 

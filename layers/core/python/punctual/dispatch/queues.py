@@ -478,6 +478,15 @@ class QueueRouting:
         return pick_queue(urls or self.short_queue_urls, job.id)
 
 
+# One visibility for every message of a change_visibility_batch, or each receipt's own
+Visibilities = int | Mapping[str, int]
+
+
+def visibility_for(visibility_s: Visibilities, receipt: str) -> int:
+    """The visibility :meth:`QueuePort.change_visibility_batch` is asked to set for ``receipt``."""
+    return visibility_s if isinstance(visibility_s, int) else visibility_s[receipt]
+
+
 @dataclass
 class Received:
     message: DispatchMessage
@@ -501,10 +510,11 @@ class QueuePort(Protocol):
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None: ...
 
     def change_visibility_batch(
-        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+        self, queue_url: str, receipts: Sequence[str], visibility_s: Visibilities
     ) -> list[str]:
-        """Set the visibility of several received messages (one request per ten); returns the
-        receipts that could not be changed (deleted meanwhile, or stale)."""
+        """Set the visibility of several received messages (one request per ten; ``visibility_s``
+        one figure for all, or each receipt's own: an entry of SQS's batch has its own); returns
+        the receipts that could not be changed (deleted meanwhile, or stale)."""
         ...
 
 
@@ -636,13 +646,17 @@ class SqsQueues:
         )
 
     def change_visibility_batch(
-        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+        self, queue_url: str, receipts: Sequence[str], visibility_s: Visibilities
     ) -> list[str]:
         failed: list[str] = []
         for start in range(0, len(receipts), SQS_BATCH_MAX):
             chunk = receipts[start : start + SQS_BATCH_MAX]
             entries = [
-                {"Id": str(i), "ReceiptHandle": receipt, "VisibilityTimeout": visibility_s}
+                {
+                    "Id": str(i),
+                    "ReceiptHandle": receipt,
+                    "VisibilityTimeout": visibility_for(visibility_s, receipt),
+                }
                 for i, receipt in enumerate(chunk)
             ]
             reply = self.client.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
@@ -736,13 +750,14 @@ class MemoryQueues:
                     stored.visible_at = self.now() + timedelta(seconds=visibility_s)
 
     def change_visibility_batch(
-        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+        self, queue_url: str, receipts: Sequence[str], visibility_s: Visibilities
     ) -> list[str]:
         with self._lock:
             wanted = set(receipts)
             for stored in self.queues.get(queue_url, []):
                 if stored.receipt in wanted:
-                    stored.visible_at = self.now() + timedelta(seconds=visibility_s)
+                    seconds = visibility_for(visibility_s, stored.receipt)
+                    stored.visible_at = self.now() + timedelta(seconds=seconds)
                     wanted.discard(stored.receipt)
             self.visibility_calls += -(-len(receipts) // SQS_BATCH_MAX)
             return [r for r in receipts if r in wanted]

@@ -5,16 +5,21 @@ The event source mapping receives a batch with the queue's visibility timeout, w
 least the function's timeout (AWS refuses a mapping otherwise; 960 s for the 900 s worker). A
 message is leased for seconds instead, by the worker itself:
 
-1. **Hold.** As soon as the batch arrives, every message's visibility is set to a lease
-   (``lease_s``, one ChangeMessageVisibilityBatch request per ten messages; with a
-   :class:`~punctual.execution.hold_gate.HoldGate`, beside the claims rather than before them,
-   a record's own visibility change waiting for it) and renewed by the
+1. **Hold.** As soon as the batch arrives, every message's visibility is set to the message
+   lease (``message_lease_s``, 8 s; one ChangeMessageVisibilityBatch request per ten messages;
+   with a :class:`~punctual.execution.hold_gate.HoldGate`, beside the claims rather than before
+   them, a record's own visibility change waiting for it) and renewed by the
    process's :class:`~punctual.execution.keeper.LeaseKeeper` until the invocation returns (the
    mapping deletes the records that succeeded only then), or until a record that failed sets a
-   visibility of its own. A
-   worker that dies anywhere after this (mid-batch, mid-run, out of memory, a timeout) lets its
-   messages come back within a lease, started or not; FIFO holds a message group only while one
-   of its messages is in flight, so the group is free again as soon.
+   visibility of its own: a message whose run is under way for the record's lease (``lease_s``,
+   10 s, heartbeated in the same step), any other for the message lease, in one request. A
+   worker that dies anywhere after this (mid-batch, mid-run, out of memory, a timeout) lets the
+   messages it had not started (or had run) come back within the message lease, and its runs'
+   as their records' leases lapse, for the next claim to take them over; FIFO holds a message
+   group only while one of its messages is in flight, so the group is free again as soon (a
+   group's later messages come back behind its first). A run's message back before its lease
+   lapsed (its worker died after the claim, before the first renewal) finds the lease live and
+   is returned until it has lapsed (:mod:`punctual.execution.decisions`: WAIT), then taken over.
 2. **Groups side by side.** Records of different message groups run at once (one thread each,
    at most ten); a group's records run in order, and after one fails the rest of its group are
    failed unrun (``skip_group_on_error``, as Powertools' FIFO processor does) and made visible

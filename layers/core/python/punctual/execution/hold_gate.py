@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from punctual.dispatch.queues import DispatchMessage, QueuePort, Received
+from punctual.dispatch.queues import DispatchMessage, QueuePort, Received, Visibilities
 
 HOLD_WAIT_S = 10.0  # longer than the hold's request takes, short of the queue's visibility timeout
 
@@ -76,7 +76,7 @@ class HoldGate:
         self.queues.change_visibility(queue_url, receipt, visibility_s)
 
     def change_visibility_batch(
-        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+        self, queue_url: str, receipts: Sequence[str], visibility_s: Visibilities
     ) -> list[str]:
         return self.queues.change_visibility_batch(queue_url, receipts, visibility_s)
 

@@ -9,12 +9,16 @@ while the attempt lasts, from outside the target's call (which may block for min
   their heartbeat is due (:meth:`Leases.heartbeat_if_due
   <punctual.execution.lease.Leases.heartbeat_if_due>`): the record's ``lease_until`` and the
   message's visibility, a fresh lease each;
-* **held messages** (the Lambda lane, :mod:`punctual.execution.batch`): a batch's messages have
-  their visibility set to a lease as soon as the batch arrives, and keep it renewed until the
-  batch is done with each, whether it has started yet or not. A message whose visibility lapses
-  within the margin is renewed with the others of its queue in one request of up to ten; the
-  record of the claim it carries, if any, is heartbeated in the same step, so the two lapse
-  together.
+* **held messages** (the Lambda lane, :mod:`punctual.execution.batch`, and an ECS task's messages
+  waiting their group's turn): a batch's messages have their visibility set to the *message
+  lease* (``message_lease_s``, 8 s) as soon as the batch arrives, and keep it renewed until the
+  batch is done with each, whether it has started yet or not. Every :attr:`LeaseKeeper.renew_s`
+  (the heartbeat interval, 3 s) the held messages are renewed with the others of their queue in
+  one request of up to ten, each entry with its own visibility: the message lease for a message
+  not running (not started yet, or its run ended and the batch not yet returned), the record's
+  lease (``lease_s``, 10 s) for a message whose claim runs, whose record is heartbeated in the
+  same step, so the two lapse together. A worker that dies gives back what it had not started
+  within the message lease, and its runs once their record's lease has lapsed.
 
 Nothing is written for a run (or a batch) shorter than the first heartbeat interval: the claim's
 own lease and the batch's first visibility cover it.
@@ -41,7 +45,7 @@ from typing import Protocol
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import QueuePort
-from punctual.execution.lease import Leases, beat_interval_s
+from punctual.execution.lease import BEAT_SLACK_S, Leases, beat_interval_s
 from punctual.execution.ports import Claim, WorkerConfig
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -136,7 +140,7 @@ class KeptWorker(Protocol):
 class _Held:
     queue_url: str
     receipt: str
-    horizon: datetime  # when its visibility lapses, as last set
+    since: datetime  # when its visibility was last set
 
 
 class _Beats:
@@ -213,24 +217,39 @@ class LeaseKeeper:
     def lease_s(self) -> int:
         return self.worker.config.lease_s
 
+    @property
+    def message_lease_s(self) -> int:
+        """The visibility of a held message that is not running (:attr:`WorkerConfig.message_visibility_s
+        <punctual.execution.ports.WorkerConfig.message_visibility_s>`)."""
+        return self.worker.config.message_visibility_s
+
+    @property
+    def renew_s(self) -> float:
+        """How often a held message is renewed: with its run's heartbeat (every
+        :func:`~punctual.execution.lease.beat_interval_s`), and early enough that the message
+        lease never lapses under a live worker (a tick and a request's time, :data:`BEAT_SLACK_S
+        <punctual.execution.lease.BEAT_SLACK_S>`, before it ends)."""
+        return min(beat_interval_s(self.lease_s), max(1.0, self.message_lease_s - BEAT_SLACK_S))
+
     # ------------------------------------------------------------------ held messages
 
     def hold(self, queue_url: str, receipts: list[str], now: datetime) -> None:
-        """Give a batch's messages a lease of visibility now (one request per ten) and keep it
-        renewed until :meth:`release`. A message whose visibility could not be set keeps the
+        """Give a batch's messages the message lease of visibility now (one request per ten) and
+        keep it renewed until :meth:`release`. A message whose visibility could not be set keeps the
         queue's: the poller's re-send recovers its slot if the worker dies (polling.resend)."""
         if not receipts:
             return
         try:
-            failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, self.lease_s))
+            failed = set(
+                self.worker.queues.change_visibility_batch(queue_url, receipts, self.message_lease_s)
+            )
         except Exception:
             log.warning("could not set the visibility of a batch of %d", len(receipts), exc_info=True)
             return
-        horizon = now + timedelta(seconds=self.lease_s)
         with self._lock:
             for receipt in receipts:
                 if receipt not in failed:
-                    self._held[(queue_url, receipt)] = _Held(queue_url, receipt, horizon)
+                    self._held[(queue_url, receipt)] = _Held(queue_url, receipt, now)
 
     def release(self, queue_url: str, receipt: str) -> None:
         """The batch is done with this message (deleted, returned, or failed with a visibility of
@@ -246,13 +265,13 @@ class LeaseKeeper:
     # ------------------------------------------------------------------ one step
 
     def step(self) -> None:
-        """Renew what is due: held messages lapsing within the heartbeat margin (and the records
-        of the claims they carry), then every other live claim whose heartbeat is due. The writes
-        are made side by side (:class:`_Beats`); the step waits for them at most ``tick_s``."""
+        """Renew what is due: held messages set :attr:`renew_s` ago or more (and the records of the
+        claims they carry), then every other live claim whose heartbeat is due. The writes are made
+        side by side (:class:`_Beats`); the step waits for them at most ``tick_s``."""
         now = self.worker.clock.now()
-        margin = timedelta(seconds=self.lease_s - beat_interval_s(self.lease_s))
+        renew = timedelta(seconds=self.renew_s)
         with self._lock:
-            due = [h for h in self._held.values() if h.horizon - now <= margin]
+            due = [h for h in self._held.values() if now - h.since >= renew]
         claims = self.worker.live.snapshot()
         by_message = {(c.delivery.queue_url, c.delivery.receipt): c for c in claims if c.delivery is not None}
         held_keys = {(h.queue_url, h.receipt) for h in due}
@@ -264,9 +283,11 @@ class LeaseKeeper:
         by_queue: dict[str, list[_Held]] = {}
         for held in due:
             by_queue.setdefault(held.queue_url, []).append(held)
+        running = {key for key in held_keys if key in by_message}
         for queue_url, items in by_queue.items():
+            lease = {h.receipt: self._visibility_of(h, running) for h in items}
             writes.append(
-                self._beats.submit(("renew", queue_url), functools.partial(self._renew, items, now))
+                self._beats.submit(("renew", queue_url), functools.partial(self._renew, items, lease, now))
             )
         if due:
             # A batch that outlives its first lease margin holds a long run: the events its claims
@@ -299,23 +320,29 @@ class LeaseKeeper:
             if done is not None:
                 done.wait(max(deadline - time.monotonic(), 0.0))
 
-    def _renew(self, items: list[_Held], now: datetime) -> None:
-        """One queue's messages lapsing soon: a fresh lease of visibility, ten a request."""
+    def _visibility_of(self, held: _Held, running: set[tuple[str, str]]) -> int:
+        """A held message's next visibility: its run's lease while its claim runs (its record is
+        heartbeated in the same step: a worker that dies gives the message back as the record's
+        lease lapses, for the next claim to take the run over), the message lease otherwise."""
+        return self.lease_s if (held.queue_url, held.receipt) in running else self.message_lease_s
+
+    def _renew(self, items: list[_Held], lease: dict[str, int], now: datetime) -> None:
+        """One queue's held messages due: a fresh lease of visibility each (``lease``, by receipt),
+        ten a request."""
         queue_url = items[0].queue_url
         try:
             receipts = [h.receipt for h in items]
-            failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, self.lease_s))
+            failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, lease))
         except Exception:
             log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
             return
         self.worker.metrics.add("VisibilityRenewals", len(items))
-        horizon = now + timedelta(seconds=self.lease_s)
         with self._lock:
             for held in items:
                 if held.receipt in failed:
                     self._held.pop((queue_url, held.receipt), None)
                 elif (queue_url, held.receipt) in self._held:
-                    held.horizon = horizon
+                    held.since = now
 
     def _beater(self, claim: Claim, message: bool | None) -> Callable[[], None]:
         """The heartbeat of ``claim`` (``message=None``: when its lease asks for it)."""

@@ -1,12 +1,16 @@
 """The lease of a running attempt: heartbeat, stop, and hand back on shutdown.
 
 A lease is seconds on both lanes (``lease_s``, 10 by default): the claim writes ``lease_until``
-that far ahead and the message's visibility is kept no longer (the Lambda lane sets it when its
-batch arrives, :mod:`punctual.execution.batch`; the ECS worker's receive asks for it). A run that
-outlives :func:`beat_interval_s` (3 s at the 10 s lease) is heartbeated: each heartbeat extends
-``lease_until`` (a conditional write on owner and attempt) and the message's visibility to a fresh
-lease, so a worker that dies is noticed within a lease and its run is taken over by the next claim
-of the returning message. Runs shorter than the first heartbeat interval write nothing more.
+that far ahead. A message received is leased for less, the *message lease* (``message_lease_s``,
+8 s: the Lambda lane sets it when its batch arrives, :mod:`punctual.execution.batch`; the ECS
+worker's receive asks for it), so that a worker that dies gives back what it had not started
+within it: its visibility lapses by SQS's clock alone, with no skew between workers to allow for.
+A run that outlives :func:`beat_interval_s` (3 s at the 10 s lease) is heartbeated: each heartbeat
+extends ``lease_until`` (a conditional write on owner and attempt) and the message's visibility to
+a fresh lease, so a worker that dies is noticed within a lease and its run is taken over by the
+next claim of the returning message. Runs shorter than the first heartbeat interval write nothing
+more; one whose worker dies before its first heartbeat has its message back at the message lease,
+under a live lease: the claim returns it until the lease lapses, then takes the run over.
 
 **Clock skew.** ``lease_until`` is the holder's clock; the worker that reads it to take the run
 over compares it with its own, which may be :data:`~punctual.runtime.settings.CLOCK_SKEW_S` ahead

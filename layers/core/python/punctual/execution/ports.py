@@ -87,8 +87,12 @@ class WorkerConfig:
     retention_days
         The execution record's TTL.
     lease_s
-        The lease of a running attempt on both lanes: ``lease_until`` and the message's
-        visibility are set this far ahead at the claim and by each heartbeat.
+        The lease of a running attempt on both lanes: ``lease_until`` is set this far ahead at the
+        claim and by each heartbeat, and so is the run's message's visibility by each heartbeat.
+    message_lease_s
+        The lease of a message received and not started (or whose run ended, not yet deleted):
+        its visibility, set by the receive (ECS) or the batch's hold (Lambda) and renewed with the
+        heartbeats; at most ``lease_s`` is used (:attr:`message_visibility_s`).
     lease_timers
         True for the ECS workers: a backstop LEASE timer (``backstop_s`` ahead) recovers a run
         whose message was lost. False for the Lambda worker, whose message always returns.
@@ -119,6 +123,7 @@ class WorkerConfig:
     long_queue_urls: tuple[str, ...] = ()
     retention_days: int = 30
     lease_s: int = 10
+    message_lease_s: int = 8
     lease_timers: bool = False
     backstop_s: int = 240
     queue_recheck_s: int = 300
@@ -128,6 +133,11 @@ class WorkerConfig:
     max_receive_count: int = 10
     max_runs_in_flight: int = 0
     max_long_runs_in_flight: int = 0
+
+    @property
+    def message_visibility_s(self) -> int:
+        """The visibility of a message held but not running: the message lease, never past a run's."""
+        return min(self.message_lease_s, self.lease_s)
 
     @property
     def routing(self) -> QueueRouting:
@@ -141,6 +151,7 @@ class WorkerConfig:
             long_queue_urls=tuple(settings.long_queue_urls),
             retention_days=settings.retention_days,
             lease_s=settings.lease_s,
+            message_lease_s=settings.message_lease_s,
             lease_timers=lease_timers,
             backstop_s=settings.far_threshold_s + BACKSTOP_MARGIN_S,
             max_lateness_s=settings.max_lateness_seconds,

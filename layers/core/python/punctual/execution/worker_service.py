@@ -3,10 +3,11 @@
 It long-polls the long queue(s) (or, with ``PUNCTUAL_WORKER_LANE=short``, the short ones: the
 standing burst workers beside the worker Lambda) and runs up to ``concurrency`` executions at once, one thread
 each, through the same core as the Lambda worker (:mod:`punctual.execution`): its receive sets
-each message's visibility to a lease (seconds, ``PUNCTUAL_LEASE_S``), and a heartbeat thread
+each message's visibility to the message lease (seconds, ``PUNCTUAL_MESSAGE_LEASE_S``, 8 s: a task
+that dies gives back what it had not started within it), and a heartbeat thread
 (:class:`punctual.execution.keeper.LeaseKeeper`) renews the lease of every run that outlives its
-first one (``lease_until`` and the message's visibility), with a backstop LEASE timer, a far
-timer, re-written every two minutes or so.
+first beat (``lease_until`` and the message's visibility, ``PUNCTUAL_LEASE_S``, 10 s), with a
+backstop LEASE timer, a far timer, re-written every two minutes or so.
 
 On SIGTERM (ECS stops a task: scale-in, deploy) it
 
@@ -33,9 +34,9 @@ Which queues (:func:`queue_urls_for`): ``long`` (the default) polls the long que
 short ones when none is configured (local mode); ``short`` polls the short queues. The lane
 only picks what to receive: every queue URL stays in the settings, so a takeover or a
 dependent run is still sent to the lane its job names. A short-lane message is run the same
-way as a long one: the receive sets its visibility to the lease (not the short queue's default
-of the Lambda timeout plus a minute) and heartbeats renew it, so a task that dies mid-run loses
-its messages within a lease; its backstop LEASE timers are far timers, so a burst's do not crowd
+way as a long one: the receive sets its visibility to the message lease (not the short queue's
+default of the Lambda timeout plus a minute) and heartbeats renew it, so a task that dies gives
+its messages back within a lease; its backstop LEASE timers are far timers, so a burst's do not crowd
 the few near buckets.
 
 Every delete the task makes (a run ended, a duplicate dropped) goes out in a
@@ -237,7 +238,7 @@ class WorkerService:
             turn += 1
             try:
                 received = self.queues.receive(
-                    url, min(free, _SQS_MAX_BATCH), self.wait_s, self.worker.config.lease_s
+                    url, min(free, _SQS_MAX_BATCH), self.wait_s, self.worker.config.message_visibility_s
                 )
             except Exception:
                 log.exception("receive from %s failed", url)
@@ -284,8 +285,8 @@ class WorkerService:
         try:
             for index, item in enumerate(items):
                 if index:  # held while it waited: its claim's heartbeats keep it from now on,
-                    self.keeper.release(url, item.receipt)  # from a whole lease, as a receive's
-                    self._give_back(url, item, self.worker.config.lease_s)
+                    self.keeper.release(url, item.receipt)  # from a whole message lease, as a receive's
+                    self._give_back(url, item, self.worker.config.message_visibility_s)
                 if not self._execute(url, item):
                     # Left in the queue (waiting, handed back): the group's later messages go
                     # back too, so they come after it again, in order.

@@ -66,11 +66,16 @@ class Settings(BaseModel):
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
-    # record's lease_until and the message's visibility this far ahead, heartbeats renew both while
-    # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: 3 s). A worker that dies is noticed
-    # within it: a message it held returns, and its run is taken over, at most 10 s after the death.
-    # Shorter leases allow less clock skew between workers (punctual.execution.lease).
+    # record's lease_until this far ahead, heartbeats renew it and its message's visibility while
+    # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: 3 s). A worker that dies mid-run is
+    # noticed within it: its run's message returns, and the run is taken over, 10 s after its last
+    # heartbeat. Shorter leases allow less clock skew between workers (punctual.execution.lease).
     lease_s: int = Field(default=10, ge=5, le=3600)
+    # The lease of a message received and not started (both lanes: a Lambda batch's, an ECS or
+    # burst task's receive): its visibility, renewed by the same steps of the lease keeper while
+    # the worker holds it, so a worker that dies gives it back within this. SQS's clock alone
+    # judges it (no skew between workers): it can be shorter than lease_s (at most that is used).
+    message_lease_s: int = Field(default=8, ge=5, le=3600)
     # A message the poller sent to the Lambda lane that no worker has claimed this long after is
     # sent again under another message group (punctual.dispatch.polling.resend): a worker that died before
     # its handler ran holds its batch for the queue's visibility timeout. 0: never.
