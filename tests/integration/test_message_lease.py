@@ -275,3 +275,47 @@ def test_a_message_back_while_its_runs_lease_is_live_waits_for_it_to_lapse_and_r
     assert [a for _, _, a, _ in target_b.calls] == [2] and [a for _, _, a, _ in target_a.calls] == [1]
     record = lane.record(job, now)
     assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+
+
+class DiesAfterReceive(SqsQueues):
+    """SQS for an ECS or burst task (the worker service) that dies as its receive returns."""
+
+    def receive(self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int) -> Any:
+        super().receive(queue_url, max_messages, wait_s, visibility_s)
+        raise _Died
+
+
+def test_an_ecs_or_burst_task_that_dies_after_its_receive_gives_its_messages_back_within_the_message_lease(
+    lane: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from punctual.execution.worker_service import WorkerService
+
+    # Given two slots on a queue and a worker service (the ECS lane's task; a burst task is the same
+    # service on the short queues)
+    now = lane.clock.now()
+    jobs = [lane.add_job("job-a"), lane.add_job("job-b")]
+    lane.send(*(fire(job, now) for job in jobs))
+    config = WorkerConfig(
+        short_queue_urls=(lane.url,), lease_s=LEASE_S, message_lease_s=MESSAGE_LEASE_S, lease_timers=True
+    )
+    target = Runs(lane.clock, {})
+    service = WorkerService(
+        Worker(lane.store, DiesAfterReceive(lane.sqs), target, lane.clock, config), [lane.url], wait_s=0
+    )
+    monkeypatch.setattr(service, "_heartbeats", lambda: None)  # (no thread left behind)
+    # When the task dies as its receive returns, before it started either
+    with pytest.raises(_Died):
+        service.run()
+    died = lane.clock.now()
+    # Then both are back within the message lease, and another worker runs each once
+    target_b = Runs(lane.clock, {})
+    back = run_b(lane, lane.batch(target_b), died, lambda: len(target_b.calls) == 2)
+    assert sorted(back) == [slot_key(now)] and len(back[slot_key(now)]) == 2
+    for when, returned in back[slot_key(now)]:
+        assert (
+            died + timedelta(seconds=MESSAGE_LEASE_S)
+            < when
+            <= died + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
+        )
+        assert not returned
+    assert sorted(j for j, _, _, _ in target_b.calls) == ["job-a", "job-b"] and target.calls == []
