@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from factories import delete_succeeded, lambda_sqs_event
 from factories import job as make_job
@@ -319,3 +320,108 @@ def test_an_ecs_or_burst_task_that_dies_after_its_receive_gives_its_messages_bac
         )
         assert not returned
     assert sorted(j for j, _, _, _ in target_b.calls) == ["job-a", "job-b"] and target.calls == []
+
+
+class LatestReceipts:
+    """An SQS client that keeps receipts as AWS does, where moto takes any a message ever had: only a
+    message's latest receipt changes its visibility (an older one is ReceiptHandleIsInvalid), and a
+    delete with an older one succeeds but deletes nothing."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._latest: dict[str, str] = {}  # message id -> its latest receipt
+        self._message_of: dict[str, str] = {}  # receipt -> message id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def _stale(self, receipt: str) -> bool:
+        return self._latest.get(self._message_of.get(receipt, ""), receipt) != receipt
+
+    def receive_message(self, **kwargs: Any) -> Any:
+        reply = self._client.receive_message(**kwargs)
+        for message in reply.get("Messages", []):
+            self._latest[message["MessageId"]] = message["ReceiptHandle"]
+            self._message_of[message["ReceiptHandle"]] = message["MessageId"]
+        return reply
+
+    def change_message_visibility(self, **kwargs: Any) -> Any:
+        if self._stale(kwargs["ReceiptHandle"]):
+            error = {"Error": {"Code": "ReceiptHandleIsInvalid", "Message": "stale receipt"}}
+            raise ClientError(error, "ChangeMessageVisibility")  # type: ignore[arg-type]
+        return self._client.change_message_visibility(**kwargs)
+
+    def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
+        fresh = [e for e in Entries if not self._stale(e["ReceiptHandle"])]
+        reply = (
+            self._client.change_message_visibility_batch(QueueUrl=QueueUrl, Entries=fresh) if fresh else {}
+        )
+        stale = [
+            {"Id": e["Id"], "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": "stale receipt"}
+            for e in Entries
+            if self._stale(e["ReceiptHandle"])
+        ]
+        return {"Successful": reply.get("Successful", []), "Failed": [*reply.get("Failed", []), *stale]}
+
+    def delete_message(self, **kwargs: Any) -> Any:
+        if self._stale(kwargs["ReceiptHandle"]):
+            return {}
+        return self._client.delete_message(**kwargs)
+
+
+class Stalls:
+    """Worker A's run: its lease keeper stalls (no step) ``stall_s`` virtual seconds while worker B
+    works what the mapping receives each :data:`POLL_S`; then the keeper steps each second until the
+    run ends, ``run_s`` in all."""
+
+    def __init__(self, clock: ManualClock, stall_s: float, run_s: float, meanwhile: Any) -> None:
+        self.clock = clock
+        self.stall_s = stall_s
+        self.run_s = run_s
+        self.meanwhile = meanwhile
+        self.keeper: LeaseKeeper | None = None
+        self.calls: list[tuple[str, str, int, datetime]] = []
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        started = self.clock.now()
+        self.calls.append((ctx.job_id, ctx.slot, ctx.attempt, started))
+        while self.clock.now() < started + timedelta(seconds=self.stall_s):
+            self.clock.advance(POLL_S)
+            self.meanwhile()
+        while self.clock.now() < started + timedelta(seconds=self.run_s):
+            self.clock.advance(1.0)
+            assert self.keeper is not None
+            self.keeper.step()
+        return TargetResult.ok()
+
+
+def test_a_message_back_early_from_a_stalled_live_worker_is_run_once_by_it_alone(lane: Lane) -> None:
+    # Given SQS's receipts as AWS keeps them, and worker B beside worker A
+    lane.sqs = LatestReceipts(lane.sqs)
+    now = lane.clock.now()
+    job = lane.add_job("job-a")
+    lane.send(fire(job, now))
+    target_b = Runs(lane.clock, {})
+    batch_b = lane.batch(target_b)
+    returned: list[datetime] = []
+
+    def b_polls() -> None:
+        messages = lane.receive()
+        if messages:
+            assert lane.invoke(batch_b, messages) == {messages[0]["MessageId"]}  # returned, not ended
+            returned.append(lane.clock.now())
+
+    # When A's run (12 s) has its lease keeper stalled for its first 8.5 s: its message is back at
+    # the message lease, while the run's lease (10 s) is live, and B receives it
+    target_a = Stalls(lane.clock, stall_s=8.5, run_s=12.0, meanwhile=b_polls)
+    batch_a = lane.batch(target_a)  # (sets target_a.keeper)
+    lane.invoke(batch_a, lane.receive())
+    # Then B returned it under the live lease, A's keeper beat the record in time, and A's run
+    # was the only one: B, polling a minute on, never runs it
+    assert returned and returned[0] <= now + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
+    assert [a for _, _, a, _ in target_a.calls] == [1]
+    run_b(lane, batch_b, lane.clock.now(), lambda: False)
+    assert target_b.calls == []
+    record = lane.record(job, now)
+    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    assert lane.receive() == []
