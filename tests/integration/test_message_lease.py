@@ -271,6 +271,8 @@ def test_a_message_back_while_its_runs_lease_is_live_waits_for_it_to_lapse_and_r
     assert returns[0][0] <= died + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
     assert returns[1][0] > died + timedelta(seconds=LEASE_S)
     assert [a for _, _, a, _ in target_b.calls] == [2]
+    # ... as the lease lapses (within the mapping's polls: the one it came back at, and the next)
+    assert target_b.calls[0][3] <= died + timedelta(seconds=LEASE_S + 2 * POLL_S)
     # ... and nothing of the slot comes back after (a minute on)
     assert run_b(lane, batch_b, lane.clock.now(), lambda: False) == {}
     assert [a for _, _, a, _ in target_b.calls] == [2] and [a for _, _, a, _ in target_a.calls] == [1]
