@@ -16,9 +16,11 @@ poller redundancy costs (issue 30).
    write, a LEASE timer and a visibility change. Only what the leases add is counted (the claim
    and finish writes, and the run's own compute, are the same before and after).
 2. **How fast a dead worker is replaced**, in virtual time through the real code: a worker dying
-   mid-run (the run's next attempt starts), one dying with a message received but not started
-   (the message is visible again), one dying before its handler ran (an init failure: the
-   pollers' re-send runs the slot).
+   mid-run (the run's next attempt starts: here 2 s in, before the batch's first renewal, so its
+   message is back at the message lease under a live record lease, returned until that lapses),
+   one dying with a message received but not started (the message is visible again: the message
+   lease, ``message_lease_s``), one dying before its handler ran (an init failure: the pollers'
+   re-send runs the slot).
 3. **The poller redundancy**: two pollers per shard group on minutes planned on the standard
    poller double the pollers' per-trigger costs (job reads, SQS sends, next-timer writes, poller
    Lambda time: ``bench/results/cost_per_million.json``'s rows at 10,000/s); idle (lean) minutes
@@ -160,6 +162,7 @@ def _worker(lane: str, store: MemoryStore, queues: MemoryQueues, target: Any, cl
         short_queue_urls=(SHORT,),
         long_queue_urls=(LONG,),
         lease_s=settings.lease_s,
+        message_lease_s=settings.message_lease_s,
         lease_timers=lane == "ecs",
         backstop_s=settings.far_threshold_s + 60,
         max_runs_in_flight=settings.max_runs_in_flight_per_tenant,
@@ -179,8 +182,8 @@ def lease_requests(lane: str, seconds: int) -> Counted:
     message = message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, T0)
     queue = LONG if lane == "ecs" else SHORT
     queues.send(queue, [message])
-    if lane == "ecs":  # its receive asks for a lease of visibility: no request of its own
-        [received] = queues.receive(queue, 1, 0, worker.config.lease_s)
+    if lane == "ecs":  # its receive asks for the message lease of visibility: no request of its own
+        [received] = queues.receive(queue, 1, 0, worker.config.message_visibility_s)
         worker.process(received.message, Delivery(queue, received.receipt, 1))
     else:  # the event source receives with the queue's 960 s; the batch leases it for seconds
         [received] = queues.receive(queue, 1, 0, 960)
@@ -257,13 +260,11 @@ def usd_per_million_provisioned(counted: Counted, prices: dict[str, Any]) -> flo
 # --------------------------------------------------------------------------- recovery
 
 
-def recovery_s() -> dict[str, float]:
-    """Virtual seconds from a worker's death to the slot's recovery, through the real code."""
-    out: dict[str, float] = {}
-    # A worker dies mid-run, 2 s after its claim: its run's next attempt starts when?
+def _cut_mid_run(dies_at_s: float) -> float:
+    """Virtual seconds from a Lambda worker's death ``dies_at_s`` into a run to its next attempt's start."""
     clock, store, queues, job = _rig("lambda", Counted())
     queues.counted = Counted()
-    dying = Runs(clock, 30, dies_at_s=2)
+    dying = Runs(clock, 30, dies_at_s=dies_at_s)
     worker = _worker("lambda", store, queues, dying, clock)
     message = message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, T0)
     queues.send(SHORT, [message])
@@ -281,7 +282,17 @@ def recovery_s() -> dict[str, float]:
         clock.advance(0.1)
         for item in queues.receive(SHORT, 10, 0, 960):
             other.process(item.message, Delivery(SHORT, item.receipt, item.receive_count))
-    out["run cut mid-way: death to the next attempt's start"] = (healthy.calls[0][1] - died).total_seconds()
+    return (healthy.calls[0][1] - died).total_seconds()
+
+
+def recovery_s() -> dict[str, float]:
+    """Virtual seconds from a worker's death to the slot's recovery, through the real code."""
+    out: dict[str, float] = {}
+    # A worker dies mid-run: its run's next attempt starts when? At its claim and 2 s in, before the
+    # batch's first renewal (its message back at the message lease, under the record's live lease,
+    # is returned until that lapses), and 6 s in, just after its second renewal
+    for dies_at_s, label in ((0, "at its claim"), (2, "2 s in"), (6, "6 s in, after a renewal")):
+        out[f"run cut {label}: death to the next attempt's start"] = _cut_mid_run(dies_at_s)
     # A message received and leased, not started: when is it visible again?
     clock, store, queues, job = _rig("lambda", Counted())
     queues.counted = Counted()
@@ -347,7 +358,8 @@ def main() -> None:
     settings = Settings()
     benchlib.heading(
         f"Leases of seconds ({settings.lease_s} s, heartbeat every {beat_interval_s(settings.lease_s):g} s "
-        f"past the first): $ per million triggers of what they add, by run length"
+        f"past the first; a message received {settings.message_lease_s} s): $ per million triggers of what "
+        "they add, by run length"
     )
     rows = []
     results: dict[str, Any] = {"runs": []}
@@ -456,6 +468,7 @@ def main() -> None:
         {
             **results,
             "lease_s": settings.lease_s,
+            "message_lease_s": settings.message_lease_s,
             "beat_interval_s": beat_interval_s(settings.lease_s),
             "batch": BATCH,
             "runs_under_5_s_added_usd_per_million": worst_short,

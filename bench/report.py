@@ -303,11 +303,11 @@ def lease_rows(lease: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
             verdict(lease["verdicts"]["runs_under_5_s_within_5_cents"]),
         ),
         (
-            "a dead worker replaced: run cut mid-way → next attempt; received, not started → visible;"
-            " dead before its handler → run (virtual time, the real code)",
+            "a dead worker replaced: run cut (at its claim, 2 s in, after a renewal) → next attempt;"
+            " received, not started → visible; dead before its handler → run (virtual time, the real code)",
             " / ".join(f"{value:.1f} s" for value in rec.values()),
-            "≤ 10 s / ≤ 8 s / bounded",
-            verdict(max(rec.values()) <= 10),
+            "≤ 10 s each / ≤ 8 s / bounded",
+            verdict(max(rec.values()) <= 10 and _received_back_s(rec) <= lease.get("message_lease_s", 10)),
         ),
     ]
     redundancy = lease.get("redundancy") or {}
@@ -367,6 +367,11 @@ def section(elapsed_s: float | None) -> str:
     for name, figure, target, result in rows():
         lines.append(f"| {name} | {figure} | {target} | {result} |")
     return "\n".join(lines) + "\n"
+
+
+def _received_back_s(recovery: dict[str, float]) -> float:
+    """bench/lease_cost.py's seconds from a worker's death to its received, unstarted message's return."""
+    return max((v for k, v in recovery.items() if k.startswith("received, not started")), default=0.0)
 
 
 def main() -> None:
