@@ -6,10 +6,11 @@ Short lane
     ``workerMaxConcurrency`` concurrent invocations per queue. The function timeout is the
     longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
     is that plus a minute, as the mapping requires (at least the function's timeout). The
-    worker leases each message for seconds itself (``PUNCTUAL_LEASE_S``, 10 s): it sets a
-    batch's visibility to the lease as it arrives and renews it, and the record's lease with
-    it, while a run lasts (``punctual.execution.batch``), so a crashed invocation's messages come
-    back within a lease and its runs are taken over by the claim. One that dies before its
+    worker leases each message for seconds itself: it sets a batch's visibility to the message
+    lease (``PUNCTUAL_MESSAGE_LEASE_S``, 8 s) as it arrives and renews it, a running one's for the
+    run's lease (``PUNCTUAL_LEASE_S``, 10 s) with the record's, while a run lasts
+    (``punctual.execution.batch``), so a crashed invocation's unstarted messages come back within
+    8 s and its runs are taken over by the claim within 10 s. One that dies before its
     handler runs leaves its batch for the queue's timeout: the pollers re-send those slots
     (``punctual.dispatch.polling.resend``). A redelivery while the first invocation still runs is
     harmless: the claim waits or drops it.

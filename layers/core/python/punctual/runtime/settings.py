@@ -68,8 +68,8 @@ class Settings(BaseModel):
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
     # record's lease_until this far ahead, heartbeats renew it and its message's visibility while
     # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: 3 s). A worker that dies mid-run is
-    # noticed within it: its run's message returns, and the run is taken over, 10 s after its last
-    # heartbeat. Shorter leases allow less clock skew between workers (punctual.execution.lease).
+    # noticed within it: its run's message returns, and the run is taken over, at most 10 s after the
+    # death. Shorter leases allow less clock skew between workers (punctual.execution.lease).
     lease_s: int = Field(default=10, ge=5, le=3600)
     # The lease of a message received and not started (both lanes: a Lambda batch's, an ECS or
     # burst task's receive): its visibility, renewed by the same steps of the lease keeper while
