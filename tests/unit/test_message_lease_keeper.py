@@ -1,0 +1,63 @@
+"""The lease keeper's held messages under the message lease (issue 30, point 3): whatever the run's
+lease, a held message is renewed before its message lease lapses, and with the default leases
+every renewal is one request a queue, at the heartbeat's steps.
+
+In-memory queues on a manual clock; the keeper stepped as its thread ticks (once a second).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from execution_harness import SHORT, Rig
+from punctual.execution import WorkerConfig
+from punctual.execution.keeper import TICK_S, LeaseKeeper
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
+from punctual.store.memory import MemoryStore
+
+
+def test_the_workers_default_message_lease_is_the_deployments_and_shorter_than_the_run_lease() -> None:
+    settings = Settings()
+    assert WorkerConfig().message_visibility_s == settings.message_lease_s < settings.lease_s
+    assert (
+        WorkerConfig.from_settings(settings, lease_timers=False).message_visibility_s
+        == settings.message_lease_s
+    )
+    # Never past a run's lease: a deployment with a shorter lease has its messages leased as long
+    assert WorkerConfig(lease_s=5, message_lease_s=8).message_visibility_s == 5
+
+
+def test_a_message_lease_below_its_floor_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="message_lease_s"):
+        Settings(message_lease_s=2)
+
+
+@pytest.mark.parametrize("lease_s", [10, 60, 600])
+def test_held_messages_are_renewed_before_their_message_lease_lapses_whatever_the_run_lease(
+    t0: datetime, lease_s: int
+) -> None:
+    # Given a batch of three messages a worker holds, none started, with a run lease of lease_s
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    jobs = [rig.add_job(f"job-{n}") for n in range(3)]
+    worker = rig.worker(lease_s=lease_s, message_lease_s=8)
+    rig.send(*(rig.message(job, t0) for job in jobs))
+    received = rig.queues.receive(SHORT, 10, 0, 900)
+    assert len(received) == 3
+    keeper = LeaseKeeper(worker)
+    keeper.hold(SHORT, [r.receipt for r in received], rig.clock.now())
+    # When its keeper ticks for a minute
+    for _ in range(60):
+        rig.clock.advance(TICK_S)
+        keeper.step()
+        # Then none ever comes back while the worker lives
+        assert rig.queues.receive(SHORT, 10, 0, 900) == []
+    # And each renewal was one request for the three (the hold, then one every few seconds)
+    renewals = rig.queues.visibility_calls - 1
+    assert 60 // keeper.renew_s <= renewals <= 60 // keeper.renew_s + 1
+    assert keeper.renew_s <= 8 - 2  # a tick and a request's time before the message lease ends
+    # And once it stops (its worker died), they are back within the message lease
+    rig.clock.advance(8)
+    assert len(rig.queues.receive(SHORT, 10, 0, 900)) == 3
