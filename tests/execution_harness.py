@@ -16,6 +16,7 @@ from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.polling import Poller, PollerConfig
 from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind
 from punctual.execution import (
+    Claim,
     Delivery,
     HandleResult,
     JobServicePauser,
@@ -23,6 +24,7 @@ from punctual.execution import (
     Worker,
     WorkerConfig,
 )
+from punctual.execution.keeper import LeaseKeeper
 from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
@@ -159,6 +161,18 @@ class Rig:
         )
 
     # ------------------------------------------------------------------ queues
+
+    def held_run(self, worker: Worker, job: Job, slot: datetime) -> tuple[LeaseKeeper, Claim]:
+        """``job``'s slot as a Lambda batch runs it: received, held by a lease keeper (not started:
+        stepped by the test), claimed, and registered as running."""
+        self.send(self.message(job, slot))
+        [received] = self.queues.receive(SHORT, 1, 0, 900)
+        keeper = LeaseKeeper(worker)
+        keeper.hold(SHORT, [received.receipt], self.clock.now())
+        claim = worker.claim(received.message, Delivery(SHORT, received.receipt, 1))
+        assert claim.claimed
+        worker.live.add(claim)
+        return keeper, claim
 
     def send(self, *messages: DispatchMessage, queue: str = SHORT) -> None:
         self.queues.send(queue, list(messages))

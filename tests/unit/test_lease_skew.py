@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from execution_harness import SHORT, Rig
+from execution_harness import Rig
 from punctual.dispatch.queues import MessageKind
-from punctual.execution import Claim, ClaimAction, Delivery, Worker, WorkerConfig, decide_claim
-from punctual.execution.keeper import TICK_S, LeaseKeeper
+from punctual.execution import Claim, ClaimAction, Worker, WorkerConfig, decide_claim
+from punctual.execution.keeper import TICK_S
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock, OffsetClock
 from punctual.runtime.settings import CLOCK_SKEW_S, Settings
@@ -126,13 +126,7 @@ def test_a_held_messages_record_whose_beat_failed_is_beaten_again_before_a_worke
     rig = Rig(MemoryStore(), ManualClock(t0))
     job = rig.add_job(timeout_seconds=600)
     worker = rig.worker(lease_s=LEASE_S)
-    rig.send(rig.message(job, t0))
-    [received] = rig.queues.receive(SHORT, 1, 0, 900)
-    keeper = LeaseKeeper(worker)
-    keeper.hold(SHORT, [received.receipt], rig.clock.now())
-    claim = worker.claim(received.message, Delivery(SHORT, received.receipt, 1))
-    assert claim.claimed
-    worker.live.add(claim)
+    keeper, claim = rig.held_run(worker, job, t0)
     save, failures = rig.store.save_execution, [1]
 
     def first_beat_fails(new: Execution, *args: Any, **kwargs: Any) -> None:

@@ -61,3 +61,31 @@ def test_held_messages_are_renewed_before_their_message_lease_lapses_whatever_th
     # And once it stops (its worker died), they are back within the message lease
     rig.clock.advance(8)
     assert len(rig.queues.receive(SHORT, 10, 0, 900)) == 3
+
+
+def test_a_held_run_under_a_long_lease_is_beaten_when_due_its_message_lapsing_with_its_record(
+    t0: datetime,
+) -> None:
+    # Given a run a Lambda batch holds, on a deployment whose run lease is a minute (its message
+    # renewed every few seconds for the message lease's sake)
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    job = rig.add_job(timeout_seconds=600)
+    worker = rig.worker(lease_s=60, message_lease_s=8)
+    keeper, claim = rig.held_run(worker, job, t0)
+    # When it runs for two minutes, its keeper ticking
+    for _ in range(120):
+        rig.clock.advance(TICK_S)
+        keeper.step()
+        assert rig.queues.receive(SHORT, 10, 0, 900) == []
+    # Then its record was heartbeated when its lease asked for it (every 53 s), not at each of
+    # its message's renewals (every 6 s)
+    assert rig.metrics.total("Heartbeats") == 2
+    # And when its worker dies, its message comes back as its record's lease lapses
+    worker.live.discard(claim)
+    record = rig.store.get_execution(job.tenant, job.id, claim.message.slot)
+    assert record is not None and record.lease_until is not None
+    left = (record.lease_until - rig.clock.now()).total_seconds()
+    rig.clock.advance(left - 0.5)
+    assert rig.queues.receive(SHORT, 10, 0, 900) == []
+    rig.clock.advance(0.5)
+    assert [r.message.slot for r in rig.queues.receive(SHORT, 10, 0, 900)] == [claim.message.slot]

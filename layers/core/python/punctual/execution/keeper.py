@@ -17,8 +17,10 @@ while the attempt lasts, from outside the target's call (which may block for min
   one request of up to ten, each entry with its own visibility: the message lease for a message
   not running (not started yet, or its run ended and the batch not yet returned), the record's
   lease (``lease_s``, 10 s) for a message whose claim runs, whose record is heartbeated in the
-  same step, so the two lapse together. A worker that dies gives back what it had not started
-  within the message lease, and its runs once their record's lease has lapsed.
+  same step, so the two lapse together (a run lease far longer than the message lease's renewals:
+  the record is heartbeated when due, and its message renewed for what is left of its lease). A
+  worker that dies gives back what it had not started within the message lease, and its runs
+  once their record's lease has lapsed.
 
 Nothing is written for a run (or a batch) shorter than the first heartbeat interval: the claim's
 own lease and the batch's first visibility cover it.
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import queue
 import threading
 import time
@@ -276,16 +279,21 @@ class LeaseKeeper:
         by_message = {(c.delivery.queue_url, c.delivery.receipt): c for c in claims if c.delivery is not None}
         held_keys = {(h.queue_url, h.receipt) for h in due}
         writes: list[threading.Event | None] = []
+        running: dict[tuple[str, str], int] = {}  # a held run's message: its next visibility
         for key in held_keys:
             held_claim = by_message.get(key)
-            if held_claim is not None:  # its message is renewed below, with its batch
+            if held_claim is None:
+                continue
+            if self.worker.leases.due(held_claim):  # its message is renewed below, with its batch
                 writes.append(self._beats.submit(id(held_claim), self._beater(held_claim, message=False)))
+                running[key] = self.lease_s
+            else:  # (a run lease longer than the message lease's renewals: beaten when due)
+                running[key] = self._lease_left(held_claim, now)
         by_queue: dict[str, list[_Held]] = {}
         for held in due:
             by_queue.setdefault(held.queue_url, []).append(held)
-        running = {key for key in held_keys if key in by_message}
         for queue_url, items in by_queue.items():
-            lease = {h.receipt: self._visibility_of(h, running) for h in items}
+            lease = {h.receipt: running.get((h.queue_url, h.receipt), self.message_lease_s) for h in items}
             writes.append(
                 self._beats.submit(("renew", queue_url), functools.partial(self._renew, items, lease, now))
             )
@@ -320,11 +328,14 @@ class LeaseKeeper:
             if done is not None:
                 done.wait(max(deadline - time.monotonic(), 0.0))
 
-    def _visibility_of(self, held: _Held, running: set[tuple[str, str]]) -> int:
-        """A held message's next visibility: its run's lease while its claim runs (its record is
-        heartbeated in the same step: a worker that dies gives the message back as the record's
-        lease lapses, for the next claim to take the run over), the message lease otherwise."""
-        return self.lease_s if (held.queue_url, held.receipt) in running else self.message_lease_s
+    def _lease_left(self, claim: Claim, now: datetime) -> int:
+        """The whole seconds left (rounded up) of the lease of ``claim``'s record, as last written:
+        its message, renewed without a heartbeat, comes back as the record's lease lapses."""
+        execution = claim.execution
+        lapses = execution.lease_until if execution is not None else None
+        if lapses is None:
+            return self.lease_s
+        return max(1, min(self.lease_s, math.ceil((lapses - now).total_seconds())))
 
     def _renew(self, items: list[_Held], lease: dict[str, int], now: datetime) -> None:
         """One queue's held messages due: a fresh lease of visibility each (``lease``, by receipt),
