@@ -43,7 +43,7 @@ sys.path.insert(0, str(benchlib.ROOT / "tests"))
 from factories import job as make_job  # (tests/ is put on the path just above)
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.polling.resend import RESEND_AFTER_S, ResendWatch
-from punctual.dispatch.queues import MemoryQueues, MessageKind, message_for
+from punctual.dispatch.queues import MemoryQueues, MessageKind, Visibilities, message_for
 from punctual.execution import Delivery, Worker, WorkerConfig
 from punctual.execution.batch import LambdaBatch
 from punctual.execution.keeper import LeaseKeeper
@@ -107,7 +107,7 @@ class CountingQueues(MemoryQueues):
         self.counted.visibility_requests += 1
         super().change_visibility(queue_url, receipt, visibility_s)
 
-    def change_visibility_batch(self, queue_url: str, receipts: Any, visibility_s: int) -> list[str]:
+    def change_visibility_batch(self, queue_url: str, receipts: Any, visibility_s: Visibilities) -> list[str]:
         self.counted.visibility_requests += len(receipts) / BATCH  # shared by a batch's messages
         return super().change_visibility_batch(queue_url, receipts, visibility_s)
 
