@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from punctual.api.scheduler.errors import invalid
+from punctual.models import KeyGivenTwice, unique_keys
 
 SERVICE = "scheduler"
 API_VERSION = "2021-06-30"
@@ -134,7 +135,9 @@ def _body(event: Mapping[str, Any]) -> dict[str, Any]:
         except (binascii.Error, UnicodeDecodeError):
             raise invalid("the request body is not UTF-8 JSON") from None
     try:
-        parsed = json.loads(str(text))
+        parsed = json.loads(str(text), object_pairs_hook=unique_keys)
+    except KeyGivenTwice as exc:  # QA30: the last value was taken without a word
+        raise invalid(f"{exc} of the request body") from None
     except (ValueError, RecursionError):
         raise invalid("the request body is not valid JSON") from None
     if not isinstance(parsed, dict):
