@@ -34,6 +34,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
@@ -157,9 +158,8 @@ class Retrying:
 def _no_such_api(exc: Exception) -> bool:
     """Whether ``exc`` says the API's host does not exist or refuses connections."""
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    if isinstance(reason, ConnectionRefusedError):
-        return True
-    return isinstance(reason, socket.gaierror) and reason.errno in _NO_SUCH_HOST
+    no_host = isinstance(reason, socket.gaierror) and reason.errno in _NO_SUCH_HOST
+    return no_host or isinstance(reason, ConnectionRefusedError)
 
 
 def job_id_for(event: dict[str, Any]) -> str:
@@ -185,16 +185,13 @@ def api_tag(api_url: str) -> str:
 def _problem(status: int, body: Any, doing: str) -> ProviderError:
     """The API's answer as one line: a problem's detail and each field it names, or the
     ``Message`` of the /schedules routes (and of API Gateway itself)."""
+    detail = "(no body)" if body in (None, "") else str(body)
     if isinstance(body, dict):
         fields = [
             f"{e.get('field')}: {e.get('message')}" for e in body.get("errors") or [] if isinstance(e, dict)
         ]
         said = body.get("detail") or body.get("title") or body.get("Message") or body.get("message")
         detail = "; ".join([str(said or json.dumps(body)[:500]), *fields])
-    elif body in (None, ""):
-        detail = "(no body)"
-    else:
-        detail = str(body)
     return ProviderError(f"{doing}: the job API answered {status}: {detail}"[:1000])
 
 
@@ -317,11 +314,6 @@ def _undo(api: Api, job_id: str) -> str:
     return f"job {job_id} could not be deleted ({_problem(status, body, 'deleting it')}): delete it"
 
 
-def _delete(api: Api, physical: str) -> dict[str, Any]:
-    """Delete the job; one already gone, or whose scheduler is gone, is deleted."""
-    return _delete_at(api, f"/v1/jobs/{physical}", physical, f"job {physical}")
-
-
 def _delete_at(api: Api, path: str, physical: str, what: str) -> dict[str, Any]:
     """Delete what ``path`` names; one already gone, or whose scheduler is gone, is deleted."""
     done: dict[str, Any] = {"PhysicalResourceId": physical, "Data": {}}
@@ -439,7 +431,7 @@ def on_event(
         return on_calendar_event(event, api, api_url)
     store = secrets or SecretsManager(until)
     if kind == "Delete":
-        return _delete(api, physical)
+        return _delete_at(api, f"/v1/jobs/{physical}", physical, f"job {physical}")
     old = event.get("OldResourceProperties") or {}
     spec = _declared_spec(props, old if kind == "Update" else {})
     if kind == "Create":
@@ -653,7 +645,7 @@ def _spec(props: dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        spec = json.loads(raw) if isinstance(raw, str) else None
+        spec = json.loads(raw, object_pairs_hook=_once) if isinstance(raw, str) else None
     except ValueError as exc:
         raise ProviderError(f"Spec: not JSON text ({exc})") from None
     except RecursionError:
@@ -661,6 +653,14 @@ def _spec(props: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ProviderError("Spec: the job (or calendar) as a JSON object (text) is required")
     return spec
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s object_pairs_hook: a key given twice is refused (QA30: the last was taken)."""
+    if len(found := dict(pairs)) < len(pairs):
+        twice = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise ProviderError(f"Spec: the key {twice[:80]!r} is given twice")
+    return found
 
 
 class SignedApi:
