@@ -92,3 +92,25 @@ def test_a_yaml_merge_key_is_not_a_key_given_twice(
     code = cli.main(["jobs", "create", "--file", str(spec)])
     err = capsys.readouterr().err
     assert "twice" not in err and code == 1 and "cannot reach" in err, err  # it got as far as sending
+
+
+@pytest.mark.parametrize("key", ["[a, b]", "{a: 1}"])
+def test_a_yaml_key_that_is_not_a_scalar_is_an_input_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str
+) -> None:
+    """QA30 (review of ee4b44b4): the key check ran before PyYAML's own and raised ``unhashable
+    type`` on ``? [a, b]``: 'internal error', exit 1. It is PyYAML's refusal again, exit 2."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"? {key}\n: 1\nschedule: rate(1 hour)\ntarget: {{type: http, url: x}}\n")
+    err = _refused(capsys, "jobs", "create", "--file", str(spec))
+    assert "unhashable key" in err, err
+
+
+def test_a_yaml_number_key_and_its_text_are_one_key_given_twice(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``1`` and ``"1"`` are two YAML keys but one JSON key: sent, the API would get it twice."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("schedule: rate(1 hour)\ntarget: {type: http, url: x}\npayload: {1: a, '1': b}\n")
+    err = _refused(capsys, "jobs", "create", "--file", str(spec))
+    assert "'1'" in err and "twice" in err, err
