@@ -37,3 +37,16 @@ def test_a_nested_key_twice_is_refused_and_the_schedule_kept(api: ApiClient) -> 
     )
     _refused_naming(api.call("PUT", "/schedules/kept", raw=update), "Mode")
     assert api.call("GET", "/schedules/kept").body["ScheduleExpression"] == "rate(1 hour)"  # unchanged
+
+
+def test_a_key_twice_in_a_json_target_input_is_refused(api: ApiClient) -> None:
+    """``Target.Input`` of a Lambda target is a JSON text the payload is made of: its key given
+    twice was the payload's last value."""
+    target = (
+        '"Target": {"Arn": "arn:aws:lambda:us-east-1:123456789012:function:f",'
+        ' "RoleArn": "arn:aws:iam::123456789012:role/scheduler",'
+        ' "Input": "{\\"report\\": \\"daily\\", \\"report\\": \\"weekly\\"}"}'
+    )
+    body = f'{{"ScheduleExpression": "rate(1 hour)", "FlexibleTimeWindow": {{"Mode": "OFF"}}, {target}}}'
+    _refused_naming(api.call("POST", "/schedules/input", raw=body), "report")
+    assert api.call("GET", "/schedules/input").status == 404

@@ -59,6 +59,7 @@ from punctual.models import (
     Job,
     JobSpec,
     JobState,
+    KeyGivenTwice,
     LambdaTarget,
     RetryPolicy,
     SchedulerIdentity,
@@ -66,6 +67,7 @@ from punctual.models import (
     SqsTarget,
     StepFunctionsTarget,
     target_arn,
+    unique_keys,
 )
 from punctual.timing.slots import ceil_second
 
@@ -490,7 +492,7 @@ def _target(target_in: dict[str, Any], schedule_arn: str) -> tuple[Any, Any]:
             return SqsTarget(queue_arn=arn, role_arn=role, message_group_id=group_id), text
         if service == "sns":
             return SnsTarget(topic_arn=arn, role_arn=role), text
-        payload = _json_or_text(text)
+        payload = _json_or_text(text, taken=True)
         if service in ("lambda", "states") and text is not None and payload is text:
             # The service: "If you are configuring a templated Lambda, Step Functions, or EventBridge
             # target, the input must be a well-formed JSON" (Target.Input).
@@ -524,11 +526,16 @@ def _target(target_in: dict[str, Any], schedule_arn: str) -> tuple[Any, Any]:
     )
 
 
-def _json_or_text(text: str | None) -> Any:
+def _json_or_text(text: str | None, taken: bool = False) -> Any:
+    """``text`` as JSON, else as it is. ``taken``: a request's ``Target.Input``, in which a key given
+    twice in one object is refused (QA30: the payload kept its last value without a word); a
+    schedule's stored one is read as it was taken."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys if taken else None)
+    except KeyGivenTwice as exc:
+        raise invalid(f"Target.Input: {exc}") from None
     except (ValueError, RecursionError):
         return text
 
