@@ -115,6 +115,15 @@ def no_slot_reason(job: Job, now: datetime) -> str:
                 f" {named} is before it"
             )
         return f"schedule has no future slot: {named} is not after {format_instant(now)}"
+    if unbounded is None and job.start_at is not None and job.start_at > now:
+        # Slots after now, all before start_at (QA30: a cron whose years end before it was "no slot
+        # after <now>", which its next slots contradict)
+        earlier = schedule.next_after(now, anchor=job.anchor)
+        if earlier is not None:
+            return (
+                f"schedule has no slot on or after start_at {format_instant_adaptive(job.start_at)}:"
+                f" its slots end before it (its next is {format_instant(earlier)})"
+            )
     if schedule.period is not None and unbounded is None:  # QA: a rate(N) whose first slot is past 2199
         return (
             f"schedule has no slot after {format_instant(now)}: {job.schedule} first comes due after"
