@@ -60,3 +60,25 @@ def test_eventbridge_create_names_the_start_date(api: ApiClient) -> None:
     error = caught.value.response["Error"]
     assert error["Code"] == "ValidationException"
     assert "StartDate 2031-01-01T12:00:00Z" in error["Message"], error
+
+
+@pytest.mark.parametrize(
+    ("schedule", "timezone"),
+    [
+        ("cron(*/5 2 ? 3 1#2 2027)", "America/New_York"),  # the 2 a.m. hour of spring-forward day
+        ("cron(* 0 ? 9 1#1 2027-2029)", "America/Santiago"),  # midnight's hour, skipped there
+        ("cron(*/10 2 ? 3 SUN#2 *)", "America/New_York"),  # the second Sunday of March, every year
+    ],
+)
+def test_an_expression_whose_times_all_fall_in_dst_gaps_is_refused_saying_so(
+    api: ApiClient, schedule: str, timezone: str
+) -> None:
+    """QA30: a wildcard minute follows real time, so none of these times fires: the refusal was a
+    bare "never fires after <now>", that the expression's plain reading contradicts."""
+    reply = api.call("POST", "/v1/jobs", http_spec(schedule=schedule, timezone=timezone))
+
+    assert reply.status == 422, reply
+    message = reply.problem["errors"][0]["message"]
+    assert "never fires after" in message, message
+    assert "its remaining local times fall in daylight-saving gaps" in message, message
+    assert "wildcard minute or hour" in message, message

@@ -188,6 +188,14 @@ class CronSchedule(Schedule):
         found = self._next_fields(MIN_YEAR, 1, 1, 0, 0)
         return None if found is None else found[0]
 
+    def has_wall_after(self, after: datetime) -> bool:
+        """Whether a local time the expression names comes after ``after``'s local time. With no
+        slot after ``after``, every such time falls in a daylight-saving gap (one a wildcard
+        minute or hour never fires in, nor a fixed time under ``dst.gap`` ``skip``)."""
+        a = max(floor_s(after, "after"), LOW_S)
+        offset = 0 if self._zone is None else self._zone.segment(a)[2]
+        return self._next_wall(a + offset + 1) is not None
+
     # -- instants -----------------------------------------------------------------------
 
     def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:

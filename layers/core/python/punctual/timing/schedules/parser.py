@@ -148,18 +148,7 @@ def parse_schedule(
         schedule = parse_unix_cron(text, text, timezone, dst)
 
     if isinstance(schedule, CronSchedule):
-        try:
-            _check_fires(schedule, now)
-        except ScheduleError as exc:
-            if dst is None or dst.gap != "skip" or now is None:
-                raise
-            shifted = parse_schedule(expression, timezone, DstOptions(gap="shift", repeat=dst.repeat))
-            if shifted.next_after(now) is None:
-                raise
-            # (QA17: "never fires after" named no cause; the at() refusal names the gap)
-            raise ScheduleError(
-                f"{exc}: its remaining local times fall in daylight-saving gaps, which dst.gap 'skip' skips"
-            ) from None
+        _check_fires(schedule, now)
     return schedule
 
 
@@ -185,4 +174,14 @@ def _check_fires(schedule: CronSchedule, now: datetime | None) -> None:
             raise ScheduleError(
                 f"{prefix}: never fires again: year range ends in {last_year}, before {format_instant(now)}"
             )
-        raise ScheduleError(f"{prefix}: never fires after {format_instant(now)}")
+        message = f"{prefix}: never fires after {format_instant(now)}"
+        if schedule.has_wall_after(now):
+            # Its local times come, each in a gap (QA17: "never fires after" named no cause, for a
+            # fixed time under gap 'skip'; QA30: nor for a wildcard minute, which follows real time)
+            skipper = (
+                "which dst.gap 'skip' skips"
+                if schedule.fixed_time
+                else "where an expression with a wildcard minute or hour never fires (it follows real time)"
+            )
+            message += f": its remaining local times fall in daylight-saving gaps, {skipper}"
+        raise ScheduleError(message)
