@@ -9,15 +9,21 @@ due meanwhile, sent behind them, started up to 7.1 s late (at 100 jobs and 1,000
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from test_resend_backlog import _SteadyWorkers
 
 from factories import spec
+from punctual.dispatch.polling import PollerConfig
 from punctual.dispatch.polling.catchup_pace import CatchupPace
+from punctual.dispatch.polling.drain import MinuteDrain
+from punctual.dispatch.polling.release import ReleaseReport
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
+from punctual.timing.slots import MAX_RELEASE_PER_TIMER
 from punctual.timing.timers import Timer, TimerKind
 from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, most_within
@@ -127,3 +133,47 @@ def test_the_pace_takes_a_tenants_timers_while_its_bucket_holds_slots_and_charge
     pace.release_taken()  # a release that failed costs nothing
     assert pace.may_take(timer, 200)
     assert CatchupPace(0.0, 4).may_take(timer, 0) and CatchupPace(0.0, 4).active is False
+
+
+class _Releaser:
+    """Releases what it is given (30 owed slots a timer), or fails while ``failing``."""
+
+    def __init__(self) -> None:
+        self.clock = ManualClock(T)
+        self.config = PollerConfig()
+        self.failing = True
+        self.released: list[Timer] = []
+
+    def release(self, timers: list[Timer], uncertain: bool = False) -> ReleaseReport:
+        if self.failing:
+            raise RuntimeError("queue unreachable")
+        self.released += timers
+        sent = Counter(t.tenant for t in timers for _ in range(MAX_RELEASE_PER_TIMER))
+        return ReleaseReport(released=sum(sent.values()), sent_by_tenant=dict(sent))
+
+
+def test_lagging_timers_a_pace_holds_keep_their_order_and_a_failed_release_puts_all_back() -> None:
+    releaser = _Releaser()
+    drain = MinuteDrain(releaser, uncertain_through_ms=None, defer_catchup=True)  # type: ignore[arg-type]
+    a1, a2, b1, a3 = (
+        LAYOUT.make(
+            **{**_TIMER, "due": T + timedelta(seconds=s), "job_id": f"j{s}"}, tenant=n, kind=TimerKind.CATCHUP
+        )  # type: ignore[arg-type]
+        for s, n in ((1, "acme"), (2, "acme"), (3, "globex"), (4, "acme"))
+    )
+    drain.lagging.extend([a1, a2, b1, a3])
+    pace = CatchupPace(30.0, group_count=1)  # one timer of each tenant a second
+    # When the release of what the pace allows (a1, then b1 past acme's waiting a2) fails
+    with pytest.raises(RuntimeError):
+        drain.release_lagging(20, pace)
+    # Then every timer is back, in due order, and the failed release cost no tenant its rate
+    assert list(drain.lagging) == [a1, a2, b1, a3]
+    releaser.failing = False
+    drain.release_lagging(20, pace)
+    assert releaser.released == [a1, b1] and list(drain.lagging) == [a2, a3]
+    # and acme's next timer waits for its bucket to fill again (a second at 30 a second)
+    drain.release_lagging(20, pace)
+    assert list(drain.lagging) == [a2, a3]
+    releaser.clock.set(T + timedelta(seconds=1))
+    drain.release_lagging(20, pace)
+    assert releaser.released[2:] == [a2] and list(drain.lagging) == [a3]
