@@ -332,6 +332,9 @@ def test_a_run_past_sqss_visibility_cap_is_reported_for_the_scale_in(
         def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
             raise RuntimeError("Total VisibilityTimeout for the message is beyond the limit [43200 seconds]")
 
+        def change_visibility_batch(self, queue_url: str, receipts: Any, visibility_s: Any) -> list[str]:
+            return list(receipts)  # (each entry of SQS's batch fails alike; a claimed run's message is held)
+
     monkeypatch.setattr(worker_service, "DETACHED_REPORT_S", 0.05)
     # Given a long ECS run whose message can no longer be kept in flight
     clock = SystemClock()

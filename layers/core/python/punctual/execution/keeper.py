@@ -10,7 +10,8 @@ while the attempt lasts, from outside the target's call (which may block for min
   <punctual.execution.lease.Leases.heartbeat_if_due>`): the record's ``lease_until`` and the
   message's visibility, a fresh lease each;
 * **held messages** (the Lambda lane, :mod:`punctual.execution.batch`, and an ECS task's messages
-  waiting their group's turn): a batch's messages have their visibility set to the *message
+  waiting their group's turn, or whose claim runs: :meth:`LeaseKeeper.adopt`, with no request,
+  from its receive's visibility): a batch's messages have their visibility set to the *message
   lease* (``message_lease_s``, 8 s) as soon as the batch arrives, and keep it renewed until the
   batch is done with each, whether it has started yet or not. Every :attr:`LeaseKeeper.renew_s`
   (the heartbeat interval, 3 s) the held messages are renewed with the others of their queue in
@@ -254,6 +255,15 @@ class LeaseKeeper:
                 if receipt not in failed:
                     self._held[(queue_url, receipt)] = _Held(queue_url, receipt, now)
 
+    def adopt(self, queue_url: str, receipt: str, since: datetime) -> None:
+        """Keep renewing a message whose visibility was set to the message lease at ``since`` (by
+        its receive, or a hand-back), with no request now: an ECS task's claimed run is held from
+        its claim until :meth:`release`, as a batch's, so its message never lapses before its
+        record's heartbeats renew it (QA30: with a run lease of 60 s, its first heartbeat came at
+        53 s, and the message was visible again from 8 s under the live run)."""
+        with self._lock:
+            self._held.setdefault((queue_url, receipt), _Held(queue_url, receipt, since))
+
     def release(self, queue_url: str, receipt: str) -> None:
         """The batch is done with this message (deleted, returned, or failed with a visibility of
         its own): stop renewing it."""
@@ -284,7 +294,7 @@ class LeaseKeeper:
             held_claim = by_message.get(key)
             if held_claim is None:
                 continue
-            if self.worker.leases.due(held_claim):  # its message is renewed below, with its batch
+            if self._beat_due(held_claim, now):  # its message is renewed below, with its batch
                 writes.append(self._beats.submit(id(held_claim), self._beater(held_claim, message=False)))
                 running[key] = self.lease_s
             else:  # (a run lease longer than the message lease's renewals: beaten when due)
@@ -314,7 +324,7 @@ class LeaseKeeper:
                 # had lapsed under the live run and a takeover could start it again; QA29: tried
                 # again only once the lease was about to lapse, 1 to 2 s after a worker whose clock
                 # was 5 s ahead could see it lapsed)
-                if held_key not in held_keys and self.worker.leases.due(claim):
+                if held_key not in held_keys and self._beat_due(claim, now):
                     writes.append(self._beats.submit(id(claim), self._beater(claim, message=False)))
                 continue
             if self.beat_s is not None:
@@ -327,6 +337,14 @@ class LeaseKeeper:
         for done in writes:
             if done is not None:
                 done.wait(max(deadline - time.monotonic(), 0.0))
+
+    def _beat_due(self, claim: Claim, now: datetime) -> bool:
+        """Whether a held claim's record is to be heartbeated: when its lease asks, or every
+        ``beat_s`` when set (an ECS task's claimed runs are held too)."""
+        if self.beat_s is None:
+            return self.worker.leases.due(claim)
+        last = claim.last_heartbeat
+        return last is None or (now - last).total_seconds() >= self.beat_s
 
     def _lease_left(self, claim: Claim, now: datetime) -> int:
         """The whole seconds left (rounded up) of the lease of ``claim``'s record, as last written:

@@ -54,6 +54,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -236,6 +237,7 @@ class WorkerService:
                 break
             url = self.queue_urls[turn % len(self.queue_urls)]
             turn += 1
+            received_at = self.worker.clock.now()  # (its visibility runs from no later than this)
             try:
                 received = self.queues.receive(
                     url, min(free, _SQS_MAX_BATCH), self.wait_s, self.worker.config.message_visibility_s
@@ -258,21 +260,21 @@ class WorkerService:
                     for item in items:
                         self._give_back(url, item)
                 else:
-                    self._start(url, items)
+                    self._start(url, items, received_at)
         self._drain()
         close = getattr(self.queues, "close", None)
         if callable(close):  # the deletes still waiting for their batch
             close()
         self._flush_metrics()
 
-    def _start(self, url: str, items: list[Received]) -> None:
+    def _start(self, url: str, items: list[Received], received_at: datetime) -> None:
         if len(items) > 1:
             # QA: they kept the receive's lease only: behind a run longer than that, their
             # visibility lapsed while they waited, and they were received again beside this thread
             self.keeper.hold(url, [item.receipt for item in items[1:]], self.worker.clock.now())
         thread = threading.Thread(
             target=self._execute_in_order,
-            args=(url, items),
+            args=(url, items, received_at),
             name=f"run-{items[0].message.job_id}",
             daemon=True,
         )
@@ -280,14 +282,15 @@ class WorkerService:
             self._running.add(thread)
         thread.start()
 
-    def _execute_in_order(self, url: str, items: list[Received]) -> None:
+    def _execute_in_order(self, url: str, items: list[Received], received_at: datetime) -> None:
         me = threading.current_thread()
         try:
             for index, item in enumerate(items):
                 if index:  # held while it waited: its claim's heartbeats keep it from now on,
                     self.keeper.release(url, item.receipt)  # from a whole message lease, as a receive's
                     self._give_back(url, item, self.worker.config.message_visibility_s)
-                if not self._execute(url, item):
+                    received_at = self.worker.clock.now()
+                if not self._execute(url, item, received_at):
                     # Left in the queue (waiting, handed back): the group's later messages go
                     # back too, so they come after it again, in order.
                     for later in items[index + 1 :]:
@@ -301,8 +304,14 @@ class WorkerService:
                 self._running.discard(me)
                 self._cond.notify_all()
 
-    def _execute(self, url: str, item: Received) -> bool:
-        """Claim, run and finish one message; False if it was left in the queue."""
+    def _execute(self, url: str, item: Received, received_at: datetime | None = None) -> bool:
+        """Claim, run and finish one message; False if it was left in the queue.
+
+        ``received_at``: when its visibility was last set to the message lease (now if None). A
+        claimed run's message is held by the keeper (:meth:`LeaseKeeper.adopt
+        <punctual.execution.keeper.LeaseKeeper.adopt>`, no request) from its claim to its finish:
+        renewed for what is left of the record's lease each renewal, so it never comes back under
+        a live run whatever ``lease_s`` (QA30)."""
         me = threading.current_thread()
         delivery = Delivery(url, item.receipt, item.receive_count)
         try:
@@ -321,8 +330,12 @@ class WorkerService:
                 self.worker.release(claim)
                 self.worker.in_flight.ended(claim)  # (counted at its start: never run)
                 return False
-            with self.worker.live.running(claim):  # heartbeated while it runs
-                finished = self.worker.finish(claim, self.worker.run(claim))
+            self.keeper.adopt(url, item.receipt, received_at or self.worker.clock.now())
+            try:
+                with self.worker.live.running(claim):  # heartbeated while it runs
+                    finished = self.worker.finish(claim, self.worker.run(claim))
+            finally:  # (kept, it must lapse by itself; deleted, nothing is left to renew)
+                self.keeper.release(url, item.receipt)
             if message_kept(claim, finished):
                 return False
             self.queues.delete(url, item.receipt)
