@@ -84,3 +84,51 @@ def test_make_bench_writes_its_table_beside_the_results_not_over_the_hand_kept_d
     assert (tmp_path / "benchmarks.md").read_text().startswith(report.HEADING)
     assert docs_page.read_text() == before
     assert "docs/benchmarks.md quotes the runs by hand" in capsys.readouterr().out
+
+
+def _lease_results(**overrides: Any) -> dict[str, Any]:
+    lease: dict[str, Any] = {
+        "lease_s": 10,
+        "message_lease_s": 8,
+        "runs": [{"lane": "lambda", "run": "1 s", "usd_per_million_added": 0.1}],
+        "recovery_s": {
+            "run cut mid-way: death to the next attempt's start": 10.0,
+            "received, not started: death to visible again": 8.0,
+            "died before its handler: death to the run's start": 4.0,
+        },
+        "verdicts": {"runs_under_5_s_within_5_cents": True},
+    }
+    lease.update(overrides)
+    return lease
+
+
+def _recovery_verdict(lease: dict[str, Any]) -> str:
+    [row] = [r for r in report.lease_rows(lease) if r[0].startswith("a dead worker replaced")]
+    return row[3]
+
+
+def test_the_lease_recovery_row_is_met_within_the_message_lease() -> None:
+    assert _recovery_verdict(_lease_results()) == "met"
+
+
+@pytest.mark.parametrize(
+    "lease",
+    [
+        pytest.param(
+            {k: v for k, v in _lease_results().items() if k != "message_lease_s"}, id="no-message-lease"
+        ),
+        pytest.param(
+            _lease_results(recovery_s={"run cut mid-way: death to the next attempt's start": 8.0}),
+            id="no-received-row",
+        ),
+        pytest.param(
+            _lease_results(recovery_s={"received, not started: death to visible again": 10.0}),
+            id="back-at-10-s",
+        ),
+    ],
+)
+def test_the_lease_recovery_row_is_missed_on_results_from_before_the_message_lease(
+    lease: dict[str, Any],
+) -> None:
+    # (QA30: results without message_lease_s, 10 s back, read as met against a default of 10)
+    assert _recovery_verdict(lease) == "**missed**"
