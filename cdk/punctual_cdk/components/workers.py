@@ -36,10 +36,13 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     worker Lambda's concurrency; tasks already long-polling start taking messages at once. They
     share the short queues with the worker Lambda (FIFO hands a message group to one consumer
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
-    message's visibility to the lease (the short queue's default, the Lambda timeout plus a
-    minute, does not apply), heartbeats renew it, so a task that dies mid-run hands its
-    executions back within a lease (10 s), to either consumer. Their backstop LEASE timer (for a
-    message lost outright) is due past the far threshold, so the LEASE timer of each execution
+    message's visibility to the message lease (``message_lease_s``, 8 s; the short queue's default,
+    the Lambda timeout plus a minute, does not apply), and the task's lease keeper renews it from
+    the claim for what is left of the run's lease (``lease_s``, 10 s) as its heartbeats renew the
+    record. A task that dies gives back the messages it had received but not started within the
+    8 s message lease, and its runs come back within their 10 s lease, to either consumer. Their
+    backstop LEASE timer (for a message lost outright) is due past the far threshold, so the LEASE
+    timer of each execution
     of a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000
     LEASE writes in five seconds would overrun 17 times). No scaling on metrics
     (it would come after the burst): the tick sets the desired count ahead of a planned burst, up
