@@ -26,7 +26,7 @@ from punctual.execution import Worker, WorkerConfig
 from punctual.execution.batch import LambdaBatch
 from punctual.execution.keeper import LeaseKeeper
 from punctual.models import ExecutionStatus, Job
-from punctual.runtime.clock import ManualClock
+from punctual.runtime.clock import Clock, ManualClock, OffsetClock
 from punctual.store.dynamo import DynamoStore, table_definition
 from punctual.timing.timers import slot_key
 
@@ -82,9 +82,9 @@ class Lane:
     clock: ManualClock
     visibility_requests: list[list[int]]
 
-    def batch(self, target: Runs) -> LambdaBatch:
+    def batch(self, target: Runs, clock: Clock | None = None) -> LambdaBatch:
         config = WorkerConfig(short_queue_urls=(self.url,), lease_s=LEASE_S, message_lease_s=MESSAGE_LEASE_S)
-        worker = Worker(self.store, SqsQueues(self.sqs), target, self.clock, config)
+        worker = Worker(self.store, SqsQueues(self.sqs), target, clock or self.clock, config)
         keeper = SteppedKeeper(worker)
         target.keeper = keeper
         return LambdaBatch(worker, keeper)
@@ -397,33 +397,52 @@ class Stalls:
         return TargetResult.ok()
 
 
-def test_a_message_back_early_from_a_stalled_live_worker_is_run_once_by_it_alone(lane: Lane) -> None:
-    # Given SQS's receipts as AWS keeps them, and worker B beside worker A
+@pytest.mark.parametrize("b_ahead_s", [0.0, 3.0, 5.0])
+def test_a_message_back_early_from_a_stalled_live_worker_is_run_once_in_step_and_fenced_ahead(
+    lane: Lane, b_ahead_s: float
+) -> None:
+    """What docs/delivery.md says of a live worker frozen in its run's first renewal period: with
+    clocks in step it is taken over only after its record's lease (10 s); a taker whose clock is
+    ahead (within the 5 s tolerated) may take it over once the 8 s message lease brings the
+    message back, as its next attempt, whose fencing token (``<job_id>:<slot>:<attempt>``) is
+    higher, and the record keeps that attempt's one result (QA30 review: 15199ed6's case only held
+    in step)."""
+    # Given SQS's receipts as AWS keeps them, and worker B beside worker A, B's clock b_ahead_s ahead
     lane.sqs = LatestReceipts(lane.sqs)
     now = lane.clock.now()
     job = lane.add_job("job-a")
     lane.send(fire(job, now))
     target_b = Runs(lane.clock, {})
-    batch_b = lane.batch(target_b)
+    batch_b = lane.batch(target_b, clock=OffsetClock(lane.clock, b_ahead_s))
     returned: list[datetime] = []
+    ended: list[datetime] = []
 
     def b_polls() -> None:
         messages = lane.receive()
         if messages:
-            assert lane.invoke(batch_b, messages) == {messages[0]["MessageId"]}  # returned, not ended
-            returned.append(lane.clock.now())
+            failed = lane.invoke(batch_b, messages)
+            (returned if messages[0]["MessageId"] in failed else ended).append(lane.clock.now())
 
     # When A's run (12 s) has its lease keeper stalled for its first 8.5 s: its message is back at
-    # the message lease, while the run's lease (10 s) is live, and B receives it
+    # the message lease, while the run's lease (10 s, by A's clock) is live, and B receives it
     target_a = Stalls(lane.clock, stall_s=8.5, run_s=12.0, meanwhile=b_polls)
     batch_a = lane.batch(target_a)  # (sets target_a.keeper)
     lane.invoke(batch_a, lane.receive())
-    # Then B returned it under the live lease, A's keeper beat the record in time, and A's run
-    # was the only one: B, polling a minute on, never runs it
-    assert returned and returned[0] <= now + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
-    assert [a for _, _, a, _ in target_a.calls] == [1]
     run_b(lane, batch_b, lane.clock.now(), lambda: False)
-    assert target_b.calls == []
     record = lane.record(job, now)
-    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    assert [a for _, _, a, _ in target_a.calls] == [1]
     assert lane.receive() == []
+    if b_ahead_s == 0.0:
+        # Then (clocks in step) B returned it under the live lease, A's keeper beat the record in
+        # time, and A's run was the only one
+        assert returned and returned[0] <= now + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
+        assert target_b.calls == []
+        assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    else:
+        # Then (B ahead) B saw A's lease lapsed once the message was back and took the run over as
+        # attempt 2, while A was still calling the target: the target saw attempt 1, then attempt 2
+        # (a higher fencing token), and the record keeps attempt 2's one result (A's is fenced)
+        assert [a for _, _, a, _ in target_b.calls] == [2]
+        [(_, _, _, b_called)] = target_b.calls
+        assert now + timedelta(seconds=MESSAGE_LEASE_S) <= b_called < now + timedelta(seconds=LEASE_S)
+        assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)

@@ -3,8 +3,13 @@
 A lease is seconds on both lanes (``lease_s``, 10 by default): the claim writes ``lease_until``
 that far ahead. A message received is leased for less, the *message lease* (``message_lease_s``,
 8 s: the Lambda lane sets it when its batch arrives, :mod:`punctual.execution.batch`; the ECS
-worker's receive asks for it), so that a worker that dies gives back what it had not started
-within it: its visibility lapses by SQS's clock alone, with no skew between workers to allow for.
+worker's receive asks for it, and its keeper holds a claimed run's message from the claim), so
+that a worker that dies gives back what it had not started within it, by SQS's clock alone. A
+*run's* message back at the message lease is judged by the receiver's clock, though: a live worker
+frozen past 8 s in its run's first renewal period (before a renewal puts the message on the
+record's lease) is taken over by a taker whose clock is 2 s or more ahead (within
+:data:`~punctual.runtime.settings.CLOCK_SKEW_S`), as its next attempt, fenced by its higher token
+``<job_id>:<slot>:<attempt>`` (docs/delivery.md); with clocks in step, only after the record's lease.
 A run that outlives :func:`beat_interval_s` (3 s at the 10 s lease) is heartbeated: each heartbeat
 extends ``lease_until`` (a conditional write on owner and attempt) and the message's visibility to
 a fresh lease, so a worker that dies is noticed within a lease and its run is taken over by the

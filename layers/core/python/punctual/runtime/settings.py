@@ -73,8 +73,11 @@ class Settings(BaseModel):
     lease_s: int = Field(default=10, ge=5, le=3600)
     # The lease of a message received and not started (both lanes: a Lambda batch's, an ECS or
     # burst task's receive): its visibility, renewed by the same steps of the lease keeper while
-    # the worker holds it, so a worker that dies gives it back within this. SQS's clock alone
-    # judges it (no skew between workers): it can be shorter than lease_s (at most that is used).
+    # the worker holds it, so a worker that dies gives it back within this (by SQS's clock). It
+    # can be shorter than lease_s (at most that is used), at a price in clock skew: a live worker
+    # frozen past it in its run's first renewal period (3 s) is taken over by a worker whose clock
+    # is 2 s or more ahead (it judges the record's lease by its own), as the next attempt, fenced
+    # by its higher token (docs/delivery.md); with clocks in step, only after lease_s.
     message_lease_s: int = Field(default=8, ge=5, le=3600)
     # A message the poller sent to the Lambda lane that no worker has claimed this long after is
     # sent again under another message group (punctual.dispatch.polling.resend): a worker that died before
