@@ -155,7 +155,6 @@ class PunctualConfig:
     max_backfills_per_tenant: int
     backfill_slots_per_minute_per_tenant: int
     max_retries_per_second_per_tenant: int
-    catchup_slots_per_second_per_tenant: int
     max_runs_in_flight_per_tenant: int
     max_long_runs_in_flight_per_tenant: int
     require_target_role: bool
@@ -244,7 +243,6 @@ class PunctualConfig:
             max_backfills_per_tenant=reader.integer("maxBackfillsPerTenant", 0, 10**6),
             backfill_slots_per_minute_per_tenant=reader.integer("backfillSlotsPerMinutePerTenant", 0, 10**9),
             max_retries_per_second_per_tenant=reader.integer("maxRetriesPerSecondPerTenant", 0, 10**6),
-            catchup_slots_per_second_per_tenant=reader.integer("catchupSlotsPerSecondPerTenant", 0, 10**6),
             max_runs_in_flight_per_tenant=reader.integer("maxRunsInFlightPerTenant", 0, 10**6),
             max_long_runs_in_flight_per_tenant=reader.integer("maxLongRunsInFlightPerTenant", 0, 10**6),
             require_target_role=reader.boolean("requireTargetRole"),

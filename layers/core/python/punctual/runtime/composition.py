@@ -194,7 +194,6 @@ class Container:
             max_backfills_per_tenant=settings.max_backfills_per_tenant,
             backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
             max_retries_per_second_per_tenant=float(settings.max_retries_per_second_per_tenant),
-            catchup_slots_per_second_per_tenant=float(settings.catchup_slots_per_second_per_tenant),
             burst_head_s=float(settings.burst_lateness_target_s),
             every_region_releases=bool(settings.marks_scope),  # a Region of a multi-Region table
         )

@@ -130,9 +130,6 @@ class Settings(BaseModel):
     # A tenant's retries released a second by all pollers together (punctual.dispatch.polling.retry_pace;
     # 0: no limit): the quotas above count first attempts only.
     max_retries_per_second_per_tenant: int = Field(default=100, ge=0)
-    # A tenant's catch-up slots released a second by a minute's pollers together
-    # (punctual.dispatch.polling.catchup_pace; 0: no limit): no quota counts what a job owes.
-    catchup_slots_per_second_per_tenant: int = Field(default=1000, ge=0)
     # A tenant's runs in flight that outlived their first lease (punctual.execution.inflight; 0: no cap),
     # on the short lane (a quarter of the default workerMaxConcurrency, 400) and on the ECS long lane
     # (a quarter of its default 40 runs at once: 4 a task, ecsMaxTasks 10): at the cap its next runs wait.
@@ -377,7 +374,6 @@ DEPLOYED: tuple[str, ...] = (
     "max_backfills_per_tenant",
     "backfill_slots_per_minute_per_tenant",
     "max_retries_per_second_per_tenant",
-    "catchup_slots_per_second_per_tenant",
     "max_runs_in_flight_per_tenant",
     "max_long_runs_in_flight_per_tenant",
     "max_receive_count",

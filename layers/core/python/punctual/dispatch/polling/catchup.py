@@ -20,7 +20,6 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from punctual.dispatch.polling.catchup_pace import CatchupPace
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
@@ -52,8 +51,6 @@ class CatchUp:
         The shard group whose marks this writes.
     shards
         The group's shards, per lane.
-    pace
-        Each tenant's catch-up rate, which the slices keep (none: no limit).
     """
 
     def __init__(
@@ -64,10 +61,8 @@ class CatchUp:
         group: int,
         group_count: int,
         shards: dict[Lane, list[int]],
-        pace: CatchupPace | None = None,
     ) -> None:
         self.store = store
-        self.pace = pace  # each tenant's catch-up rate (punctual.dispatch.polling.catchup_pace)
         self.releaser = releaser
         self.config = config
         self.group = group
@@ -107,7 +102,7 @@ class CatchUp:
         current = self.open
         assert current is not None
         report = current.drain.release_due(
-            to_ms(now), limit=self.config.catchup_timers_per_slice, everything=True, pace=self.pace
+            to_ms(now), limit=self.config.catchup_timers_per_slice, everything=True
         )
         if len(current.drain):
             through = current.drain.released_through_ms

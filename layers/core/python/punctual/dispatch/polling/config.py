@@ -43,9 +43,6 @@ class PollerConfig:
     # A tenant's retries released a second, by all pollers together (punctual.dispatch.polling.retry_pace;
     # 0: no limit).
     max_retries_per_second_per_tenant: float = 100.0
-    # A tenant's catch-up slots released a second, by a minute's shard groups together
-    # (punctual.dispatch.polling.catchup_pace; 0: no limit).
-    catchup_slots_per_second_per_tenant: float = 1000.0
     # The minute-load ledger (punctual.dispatch.load_forecast): a released slot of a near chain forecasts
     # the one a horizon on; a minute's head is its first burst_head_s seconds.
     burst_head_s: float = 10.0

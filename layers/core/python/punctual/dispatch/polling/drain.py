@@ -23,21 +23,16 @@ import heapq
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from punctual.dispatch.polling.catchup_pace import SCAN_PER_TAKE, CatchupPace
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.dispatch.polling.rewatch import watch_earlier_sends
-from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, to_ms
+from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind
 
 ChainKey = tuple[str, str, int]  # (tenant, job, version)
 
 log = logging.getLogger("punctual.dispatch.polling")
 _CATCHUP = TimerKind.CATCHUP  # read once: an enum's member read through its class is slow (per timer)
-
-
-def _due(timer: Timer) -> int:
-    return timer.due_ms
 
 
 class MinuteDrain:
@@ -125,75 +120,33 @@ class MinuteDrain:
     def next_due_ms(self) -> int | None:
         return self.heap[0][0] if self.heap else None
 
-    def release_due(
-        self,
-        now_ms: int,
-        limit: int | None = None,
-        everything: bool = False,
-        pace: CatchupPace | None = None,
-    ) -> ReleaseReport:
+    def release_due(self, now_ms: int, limit: int | None = None, everything: bool = False) -> ReleaseReport:
         """Release held timers due by ``now_ms`` (all of them with ``everything``), oldest first,
-        at most ``limit``; with ``pace`` (a catch-up), only timers their tenants' catch-up rate
-        allows now, the others kept in their places. On failure the timers go back to the heap and
-        the error propagates."""
+        at most ``limit``. On failure the timers go back to the heap and the error propagates."""
         due: list[Timer] = []
-        waiting: list[tuple[int, int, str, int, Timer]] = []  # held back by their tenants' pace
         heap = self.heap
-        scan = None if pace is None or limit is None else limit * SCAN_PER_TAKE
         while heap and (everything or heap[0][0] <= now_ms) and (limit is None or len(due) < limit):
-            if scan is not None and len(waiting) >= scan:
-                break
-            entry = heapq.heappop(heap)
-            timer = entry[4]
+            timer = heapq.heappop(heap)[4]
             if self.defer_catchup and timer.kind is _CATCHUP:
                 self.lagging.append(timer)
-            elif pace is not None and not pace.may_take(timer, now_ms):
-                waiting.append(entry)
             else:
                 due.append(timer)
-        for entry in waiting:
-            heapq.heappush(heap, entry)
         complete = not heap or heap[0][0] > now_ms  # every timer due by now_ms was taken
-        report = self._paced(self._release, due, pace)
+        report = self._release(due)
         if complete:
             self._released_through(max(now_ms, due[-1].due_ms) if due else now_ms)
         elif due:  # cut short by the limit: released up to just before the next one due
             self._released_through(due[-1].due_ms - 1)
         return report
 
-    def release_lagging(self, limit: int, pace: CatchupPace | None = None) -> ReleaseReport:
-        """Release at most ``limit`` of the CATCHUP timers waiting their turn, oldest first; with
-        ``pace``, only those their tenants' catch-up rate allows now (the others keep their places)."""
-        lagging = self.lagging
-        batch: list[Timer] = []
-        waiting: list[Timer] = []
-        scan = len(lagging) if pace is None else min(len(lagging), limit * (SCAN_PER_TAKE + 1))
-        now_ms = to_ms(self.releaser.clock.now())
-        while lagging and len(batch) < limit and len(batch) + len(waiting) < scan:
-            timer = lagging.popleft()
-            (batch if pace is None or pace.may_take(timer, now_ms) else waiting).append(timer)
-        lagging.extendleft(reversed(waiting))
+    def release_lagging(self, limit: int) -> ReleaseReport:
+        """Release at most ``limit`` of the CATCHUP timers waiting their turn, oldest first."""
+        batch = [self.lagging.popleft() for _ in range(min(limit, len(self.lagging)))]
         try:
-            return self._paced(self._release, batch, pace)
+            return self._release(batch)
         except Exception:
-            # back in due order: those it took were ahead of the ones it left
-            lagging.extendleft(reversed(sorted(batch + [lagging.popleft() for _ in waiting], key=_due)))
+            self.lagging.extendleft(reversed(batch))
             raise
-
-    @staticmethod
-    def _paced(
-        release: Callable[[list[Timer]], ReleaseReport], timers: list[Timer], pace: CatchupPace | None
-    ) -> ReleaseReport:
-        """``release(timers)``, its slots charged to their tenants' catch-up pace."""
-        if pace is None:
-            return release(timers)
-        try:
-            report = release(timers)
-        except Exception:
-            pace.release_taken()
-            raise
-        pace.charge(report.sent_by_tenant)
-        return report
 
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:

@@ -27,7 +27,6 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.dispatch.polling.catchup import CatchUp
-from punctual.dispatch.polling.catchup_pace import CatchupPace
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
@@ -79,7 +78,6 @@ class MinutePoll:
         self.end = minute + timedelta(minutes=1)
         self.final = self.end + timedelta(seconds=self.config.grace_s)
         self.drain = MinuteDrain(poller.releaser, uncertain_through_ms=None, defer_catchup=True)
-        self.pace = CatchupPace(self.config.catchup_slots_per_second_per_tenant, group_count)
         self.catchup = CatchUp(
             self.store,
             poller.releaser,
@@ -87,7 +85,6 @@ class MinutePoll:
             group,
             group_count,
             {Lane.FAR: self.far, Lane.NEAR: self.near},
-            self.pace,
         )
         self.report = ReleaseReport()
         self.failed_shards: set[tuple[Lane, int]] = set()
@@ -319,7 +316,7 @@ class MinutePoll:
         """One bounded turn of catch-up work: chains cut short in this minute, then past minutes."""
         try:
             if self.drain.lagging:
-                self.report.merge(self.drain.release_lagging(self.config.catchup_timers_per_slice, self.pace))
+                self.report.merge(self.drain.release_lagging(self.config.catchup_timers_per_slice))
             if self.catchup.pending:
                 self.report.merge(self.catchup.slice(self.clock.now()))
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)

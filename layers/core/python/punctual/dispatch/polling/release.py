@@ -145,26 +145,15 @@ class ReleaseReport:
     excluded: int = 0  # slots newly recorded EXCLUDED (a calendar the job excludes)
     completed: int = 0  # one-time jobs and jobs past their end, marked COMPLETED
     fire_delays_ms: list[float] = field(default_factory=list)  # one per slot sent for the first time
-    sent_by_tenant: dict[str, int] = field(default_factory=dict)  # messages sent, per tenant
 
     def merge(self, other: ReleaseReport) -> None:
         self.released += other.released
-        for tenant, count in other.sent_by_tenant.items():
-            self.sent_by_tenant[tenant] = self.sent_by_tenant.get(tenant, 0) + count
         self.stale += other.stale
         self.superseded += other.superseded
         self.skipped += other.skipped
         self.excluded += other.excluded
         self.completed += other.completed
         self.fire_delays_ms.extend(other.fire_delays_ms)
-
-
-def _count_sent(report: ReleaseReport, messages: Sequence[DispatchMessage]) -> None:
-    """Count ``messages`` as sent, in all and per tenant (what a catch-up's pace is charged)."""
-    report.released += len(messages)
-    by_tenant = report.sent_by_tenant
-    for message in messages:
-        by_tenant[message.tenant] = by_tenant.get(message.tenant, 0) + 1
 
 
 @dataclass
@@ -335,7 +324,7 @@ class SlotReleaser:
             if messages:
                 self._send(queue, messages, in_order)
                 self.watch.sent(queue, messages, now)
-                _count_sent(report, messages)
+                report.released += len(messages)
         log.debug(
             "chunk %d: %d messages sent %.0f ms after it began", index, report.released, self._ms_since(now)
         )
