@@ -14,9 +14,7 @@ clock (``cron``, ``rate``, ``at``)
     written, the very row a live chain would write (same key), and the chain goes on from there: an
     auditor that dies after the timer has left nothing untold, and one that dies before it leaves
     the chain to the next pass, which restarts it after the range's record (its ``last_slot``) and
-    tells of that range first if it is not marked told, once it has claimed it (a conditional save
-    of the record; its writer, or a claim, holds it :data:`TELL_CLAIM_S`): a second auditor racing
-    it, or finding it held, writes nothing. A job with no slot left is
+    tells of that range first if it is not marked told. A job with no slot left is
     marked COMPLETED, as its last release would have (conditional on its version).
 delay
     The next run's FIRE timer is written again, due at once if its instant passed: the poller
@@ -57,10 +55,6 @@ log = logging.getLogger("punctual.auditing")
 
 CHAIN_REPAIRED = "chain repaired"
 TELL_TRIES = 3  # tries of each step that tells of a repaired range (a transaction conflict passes)
-# How long a repairer holds the telling of a range (its record's lease_until, from its write or a
-# claim): another repair takes an untold range over only after it, so a teller that died leaves
-# the range to the next repair (told twice at worst, never zero times) and a live one tells alone.
-TELL_CLAIM_S = 60
 T = TypeVar("T")
 MAX_COUNTED = 1_000_000  # lost slots of a non-rate schedule counted one by one, at most
 
@@ -168,10 +162,7 @@ class Repairer:
             version=job.version,
         )
         if earlier is not None:  # told first (the older range), on both paths (review of QA30)
-            claimed = self._claim(earlier, now)
-            if claimed is None:  # another repairer tells of it, and goes on with the chain
-                return replace(base, applied=False)
-            self._tell_marked(_of_range(job, claimed), job, now, announce)
+            self._tell_marked(_of_range(job, earlier), job, now, announce)
         if lost is not None:
             base = replace(
                 base,
@@ -217,24 +208,6 @@ class Repairer:
             return None
         return newest if (newest.error or "").startswith(CHAIN_REPAIRED) else None
 
-    def _claim(self, record: Execution, now: datetime) -> Execution | None:
-        """``record``, an untold range, made this repair's to tell of (a new owner, held for
-        :data:`TELL_CLAIM_S`) by a save conditional on the owner it was read with; None: another
-        repairer holds it (its writer, or a claim, for less than TELL_CLAIM_S) or took it since it
-        was read. Review of QA30: two auditors repairing one chain both told of it, one counting
-        it and sending its events a second time."""
-        if record.lease_until is not None and record.lease_until > now:
-            return None
-        claimed = record.model_copy(
-            update={"owner": new_owner(), "lease_until": now + timedelta(seconds=TELL_CLAIM_S)}
-        )
-        expect = Expect(statuses=frozenset({ExecutionStatus.MISSED}), owner=record.owner, check_owner=True)
-        try:
-            self.store.save_execution(claimed, expect, self._ttl(now))
-        except ExecutionConflictError:
-            return None
-        return claimed
-
     def _tell_marked(
         self, repair: Repair, job: Job, now: datetime, announce: Callable[[Repair], None] | None
     ) -> Repair:
@@ -246,8 +219,7 @@ class Repairer:
             announce(told)
             told = replace(told, announced=True)
         _, record = repair.missed_records[0]
-        # a new owner: a claim made with the owner read before this mark fails (no second telling)
-        marked = record.model_copy(update={"told_at": now, "owner": new_owner(), "lease_until": None})
+        marked = record.model_copy(update={"told_at": now})
         expect = Expect(statuses=frozenset({ExecutionStatus.MISSED}), owner=record.owner, check_owner=True)
         self._step(job, "its told mark", lambda: self.store.save_execution(marked, expect, self._ttl(now)))
         return told
@@ -274,7 +246,6 @@ class Repairer:
             # this very record and succeeds, not a lock held by another writer (QA27: the repair
             # was then not applied, no timer written, and the range's alert and events never sent)
             owner=new_owner(),
-            lease_until=now + timedelta(seconds=TELL_CLAIM_S),  # its writer's to tell of (_claim)
         )
         try:
             self.store.save_execution(record, None, self._ttl(now))
