@@ -21,7 +21,8 @@ while the attempt lasts, from outside the target's call (which may block for min
   same step, so the two lapse together (a run lease far longer than the message lease's renewals:
   the record is heartbeated when due, and its message renewed for what is left of its lease). A
   worker that dies gives back what it had not started within the message lease, and its runs
-  once their record's lease has lapsed.
+  once their record's lease has lapsed; so does a run that lost its lease (or handed it back)
+  while its thread goes on: its message is renewed no more.
 
 Nothing is written for a run (or a batch) shorter than the first heartbeat interval: the claim's
 own lease and the batch's first visibility cover it.
@@ -90,6 +91,12 @@ class LiveClaims:
 
     def snapshot(self) -> list[Claim]:
         return [claim for claim in list(self._claims.values()) if claim.live]
+
+    def let_go(self) -> list[Claim]:
+        """The claims still running here whose lease is no longer theirs (lost, or handed back),
+        their thread going on (a target that ignores its cancel): their messages are not to be
+        kept hidden (:meth:`LeaseKeeper.step`)."""
+        return [claim for claim in list(self._claims.values()) if claim.lost or claim.released]
 
     def __len__(self) -> int:
         return len(self._claims)
@@ -283,7 +290,14 @@ class LeaseKeeper:
         side by side (:class:`_Beats`); the step waits for them at most ``tick_s``."""
         now = self.worker.clock.now()
         renew = timedelta(seconds=self.renew_s)
+        let_go = [c.delivery for c in self.worker.live.let_go() if c.delivery is not None]
         with self._lock:
+            # A held message whose run lost its lease (or handed it back) while its thread goes on
+            # is renewed no more: it comes back as its record's lease lapses, for another worker
+            # to take the run over (QA30 review: renewed as any held message while a target that
+            # ignored its cancel hung, it never came back, and the slot silently stopped)
+            for gone in let_go:
+                self._held.pop((gone.queue_url, gone.receipt), None)
             due = [h for h in self._held.values() if now - h.since >= renew]
         claims = self.worker.live.snapshot()
         by_message = {(c.delivery.queue_url, c.delivery.receipt): c for c in claims if c.delivery is not None}
@@ -296,7 +310,11 @@ class LeaseKeeper:
                 continue
             if self._beat_due(held_claim, now):  # its message is renewed below, with its batch
                 writes.append(self._beats.submit(id(held_claim), self._beater(held_claim, message=False)))
-                running[key] = self.lease_s
+                # Past the record's lease as last written by one renewal at most: enough for the
+                # next renewal to find the new lease, and no more if this beat loses it (QA30
+                # review: renewed for the whole lease beside a beat that failed, a 60 s lease's
+                # message came back 60 s after the lease was lost)
+                running[key] = min(self.lease_s, self._lease_left(held_claim, now) + math.ceil(self.renew_s))
             else:  # (a run lease longer than the message lease's renewals: beaten when due)
                 running[key] = self._lease_left(held_claim, now)
         by_queue: dict[str, list[_Held]] = {}
