@@ -7,6 +7,7 @@ In-memory queues on a manual clock; the keeper stepped as its thread ticks (once
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
@@ -89,3 +90,28 @@ def test_a_held_run_under_a_long_lease_is_beaten_when_due_its_message_lapsing_wi
     assert rig.queues.receive(SHORT, 10, 0, 900) == []
     rig.clock.advance(0.5)
     assert [r.message.slot for r in rig.queues.receive(SHORT, 10, 0, 900)] == [claim.message.slot]
+
+
+def test_a_message_released_while_its_renewal_waits_for_a_beat_thread_is_not_renewed(t0: datetime) -> None:
+    # Given a held message due for renewal, whose renewal waits for a beat thread (the threads
+    # busy with slow writes: here, made only when the test says)
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    job = rig.add_job()
+    worker = rig.worker(message_lease_s=8)
+    rig.send(rig.message(job, t0))
+    [received] = rig.queues.receive(SHORT, 1, 0, 900)
+    keeper = LeaseKeeper(worker, tick_s=0.0)
+    keeper.hold(SHORT, [received.receipt], rig.clock.now())
+    waiting: list[Callable[[], object]] = []
+    keeper._beats.submit = lambda key, write: waiting.append(write)  # type: ignore[method-assign,assignment,return-value]
+    rig.clock.advance(keeper.renew_s)
+    keeper.step()
+    assert len(waiting) == 1
+    # When its batch lets go of it (made visible) before the renewal is made
+    keeper.release(SHORT, received.receipt)
+    rig.queues.change_visibility(SHORT, received.receipt, 0)
+    calls = rig.queues.visibility_calls
+    waiting[0]()
+    # Then it is not hidden again: no request, and the next worker sees it
+    assert rig.queues.visibility_calls == calls
+    assert rig.queues.receive(SHORT, 1, 0, 900)

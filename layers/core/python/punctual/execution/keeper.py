@@ -375,8 +375,17 @@ class LeaseKeeper:
 
     def _renew(self, items: list[_Held], lease: dict[str, int], now: datetime) -> None:
         """One queue's held messages due: a fresh lease of visibility each (``lease``, by receipt),
-        ten a request."""
+        ten a request.
+
+        Only those still held as it is sent: one released since the step picked it (its run let
+        go, its batch returned it) is not hidden again (it waited for a beat thread, behind slow
+        writes as long as a read timeout). One released while the request is under way may still
+        be renewed once: a request's time, not worth a lock held across it."""
         queue_url = items[0].queue_url
+        with self._lock:
+            items = [h for h in items if self._held.get((h.queue_url, h.receipt)) is h]
+        if not items:
+            return
         try:
             receipts = [h.receipt for h in items]
             failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, lease))
