@@ -54,7 +54,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -77,6 +77,9 @@ _IDLE_PAUSE_S = 0.05  # after an empty receive (SQS long-polls; in-memory queues
 # While the task holds a run past SQS's 12-hour visibility cap (its message let go of), it reports
 # how many (RunsDetached) this often: the service's scale-in counts them (a minute's Maximum).
 DETACHED_REPORT_S = 15.0
+# The longest a receive's answer takes to come back from SQS (a request's time, as the lease's
+# BEAT_SLACK_S counts one): its messages' visibility started no earlier than this before it returned.
+RECEIVE_LAG_S = 1.0
 
 
 class ServiceSettings(BaseModel):
@@ -237,11 +240,8 @@ class WorkerService:
                 break
             url = self.queue_urls[turn % len(self.queue_urls)]
             turn += 1
-            received_at = self.worker.clock.now()  # (its visibility runs from no later than this)
             try:
-                received = self.queues.receive(
-                    url, min(free, _SQS_MAX_BATCH), self.wait_s, self.worker.config.message_visibility_s
-                )
+                received, received_at = self._receive(url, min(free, _SQS_MAX_BATCH))
             except Exception:
                 log.exception("receive from %s failed", url)
                 self._stop.wait(1.0)
@@ -267,6 +267,21 @@ class WorkerService:
             close()
         self._flush_metrics()
 
+    def _receive(self, url: str, count: int) -> tuple[list[Received], datetime]:
+        """Up to ``count`` messages of ``url``, and when their visibility (the message lease)
+        started, dated early, never late: the keeper renews them from then (:meth:`LeaseKeeper.adopt
+        <punctual.execution.keeper.LeaseKeeper.adopt>`).
+
+        SQS hands the messages out between the request and its answer: at once if some were
+        waiting, else as the first arrives during the long poll (up to ``wait_s``, 20 s), which then
+        answers at once. So no earlier than the request was sent, nor than the answer's time
+        (:data:`RECEIVE_LAG_S`) before it came back. QA30 review: dated before the long poll, a
+        claim made after a wait of a renewal interval or more paid a visibility request at once."""
+        sent = self.worker.clock.now()
+        received = self.queues.receive(url, count, self.wait_s, self.worker.config.message_visibility_s)
+        returned = self.worker.clock.now()
+        return received, max(sent, returned - timedelta(seconds=RECEIVE_LAG_S))
+
     def _start(self, url: str, items: list[Received], received_at: datetime) -> None:
         if len(items) > 1:
             # QA: they kept the receive's lease only: behind a run longer than that, their
@@ -288,8 +303,8 @@ class WorkerService:
             for index, item in enumerate(items):
                 if index:  # held while it waited: its claim's heartbeats keep it from now on,
                     self.keeper.release(url, item.receipt)  # from a whole message lease, as a receive's
+                    received_at = self.worker.clock.now()  # (set no earlier than its request is sent)
                     self._give_back(url, item, self.worker.config.message_visibility_s)
-                    received_at = self.worker.clock.now()
                 if not self._execute(url, item, received_at):
                     # Left in the queue (waiting, handed back): the group's later messages go
                     # back too, so they come after it again, in order.
