@@ -181,6 +181,17 @@ class _Beats:
                 threading.Thread(target=self._work, name="lease-beat", daemon=True).start()
         return done
 
+    def idle(self, timeout_s: float) -> bool:
+        """Wait until no write is under way (at most ``timeout_s``); whether none is."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                if not self._busy:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+
     def _work(self) -> None:
         while True:
             try:
@@ -276,6 +287,11 @@ class LeaseKeeper:
         its own): stop renewing it."""
         with self._lock:
             self._held.pop((queue_url, receipt), None)
+
+    def settle(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the heartbeats and renewals under way are made (tests, benchmarks: what they
+        wrote is then all counted); whether they were."""
+        return self._beats.idle(timeout_s)
 
     @property
     def held(self) -> int:
