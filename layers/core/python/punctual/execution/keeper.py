@@ -16,10 +16,11 @@ while the attempt lasts, from outside the target's call (which may block for min
   batch is done with each, whether it has started yet or not. Every :attr:`LeaseKeeper.renew_s`
   (the heartbeat interval, 3 s) the held messages are renewed with the others of their queue in
   one request of up to ten, each entry with its own visibility: the message lease for a message
-  not running (not started yet, or its run ended and the batch not yet returned), the record's
-  lease (``lease_s``, 10 s) for a message whose claim runs, whose record is heartbeated in the
-  same step, so the two lapse together (a run lease far longer than the message lease's renewals:
-  the record is heartbeated when due, and its message renewed for what is left of its lease). A
+  not running (not started yet, or its run ended and the batch not yet returned), for a message
+  whose claim runs what is left of its record's lease: at the step that heartbeats the record,
+  that and one renewal interval more (the whole ``lease_s``, 10 s, with the defaults), enough for
+  the next renewal to find the new lease and no more should the beat lose it (a run lease far
+  longer than the message lease's renewals: the record is heartbeated when due). A
   worker that dies gives back what it had not started within the message lease, and its runs
   once their record's lease has lapsed; so does a run that lost its lease (or handed it back)
   while its thread goes on: its message is renewed no more.
