@@ -82,12 +82,17 @@ def test_burst_workers_start_before_a_burst_minute_and_stop_after_it(local_mode:
         "the planner to scale back",
     )
     assert datetime.fromisoformat(down["decided_at"].replace("Z", "+00:00")) > due
-    local.wait(
-        lambda: all(f"stopped {name} (scaled back)" in local.log() for name in ("burst-1", "burst-2")),
-        30,
-        "the supervisor to stop the burst workers",
-    )
-    assert not any(name.startswith("burst-") for name in local.pids())
+
+    # (every burst worker: on a busy machine the event source's own scaling may have added a
+    # burst-3 while every worker held a batch; it is scaled back once the workers are idle, and
+    # its stop can land after burst-1's and burst-2's)
+    def all_stopped() -> bool:
+        log = local.log()
+        return all(f"stopped {name} (scaled back)" in log for name in ("burst-1", "burst-2")) and not any(
+            name.startswith("burst-") for name in local.pids()
+        )
+
+    local.wait(all_stopped, 90, "the supervisor to stop every burst worker")
     assert {"worker-1", "worker-2", "ecs-worker"} <= set(local.pids())  # the standing ones stay
 
     # And every slot of the burst ran, once
