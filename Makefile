@@ -90,6 +90,7 @@ bench: install
 	$(BIN)/python bench/standing_cost.py; \
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/lease_cost.py; \
+	$(BIN)/python bench/catchup_pace.py; \
 	$(BIN)/python bench/capacity.py; \
 	$(BIN)/python bench/registration_cost.py; \
 	$(BIN)/python bench/crash_cost.py; \

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
@@ -16,6 +16,7 @@ from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.clock import ManualClock, OffsetClock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError, JobStore
+from punctual.store.memory import MemoryStore
 from punctual.timing.timers import TimerLayout
 
 SHORT = "queue://short"
@@ -190,24 +191,29 @@ class Simulation:
             self._claimed += 1
             if self.lost is not None and self.lost(message):
                 continue
-            record = Execution(
-                job_id=message.job_id,
-                tenant=message.tenant,
-                slot=message.slot,
-                scheduled_at=datetime.fromisoformat(message.scheduled_at),
-                attempt=message.attempt,
-                status=ExecutionStatus.RUNNING,
-                started_at=now,
-                job_version=message.job_version,
-            )
-            with contextlib.suppress(ExecutionConflictError):  # a second delivery: the claim fails
-                self.store.save_execution(record, None, 0)
+            _claim_record(self.store, message, now, ExecutionStatus.RUNNING)
 
     def sent(self, job_id: str | None = None) -> list[DispatchMessage]:
         return [m for _, m in self.queues.log if job_id is None or m.job_id == job_id]
 
     def slots(self, job_id: str) -> list[str]:
         return [m.slot for m in self.sent(job_id)]
+
+
+def _claim_record(store: JobStore, message: DispatchMessage, at: datetime, status: ExecutionStatus) -> None:
+    """A worker's claim: the first delivery of a slot writes its record (a second one's fails)."""
+    record = Execution(
+        job_id=message.job_id,
+        tenant=message.tenant,
+        slot=message.slot,
+        scheduled_at=datetime.fromisoformat(message.scheduled_at),
+        attempt=message.attempt,
+        status=status,
+        started_at=at,
+        job_version=message.job_version,
+    )
+    with contextlib.suppress(ExecutionConflictError):
+        store.save_execution(record, None, 0)
 
 
 def most_within(instants: Sequence[Any], window: Any) -> int:
@@ -225,3 +231,111 @@ def most_within(instants: Sequence[Any], window: Any) -> int:
 def instant_of(message: DispatchMessage) -> datetime:
     """When a message's attempt is meant to start: its ``not_before``, else its scheduled instant."""
     return datetime.fromisoformat((message.not_before or message.scheduled_at).replace("Z", "+00:00"))
+
+
+class CountingQueues(RecordingQueues):
+    """RecordingQueues that say how many messages wait (the backlog catch-up is paced by:
+    :mod:`punctual.dispatch.polling.catchup_pace`), from the driver that takes them."""
+
+    def __init__(self, base: ManualClock, waiting: Callable[[], int]) -> None:
+        super().__init__(base)
+        self._waiting = waiting
+
+    def waiting(self, queue_urls: Sequence[str]) -> int:
+        return self._waiting()
+
+
+class SteadyWorkers(Simulation):
+    """Workers that take the queue in the order sent, one claim each 1/``RATE`` s (a repeat of a
+    claimed slot costs its claim too, and is dropped). ``started``: each slot's first claim.
+    With ``counted`` the queues say how many messages wait (sent, not yet claimed), as SQS does."""
+
+    RATE = 20.0
+    counted = False
+    # How far behind the count is (SQS's approximate counts "may not achieve consistency until at
+    # least 1 minute after the producers stop sending"): the backlog as it was this long ago.
+    count_lag_s = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.counted:
+            self.queues = CountingQueues(self.base, self._waiting)
+        self._counts: list[tuple[datetime, int]] = []
+        self.free_at: datetime | None = None
+        self.dropped = 0
+        self.started: dict[tuple[str, str], datetime] = {}
+
+    def _waiting(self) -> int:
+        now = self.base.now()
+        self._counts.append((now, len(self.queues.log) - self._claimed))
+        seen = [count for at, count in self._counts if at <= now - timedelta(seconds=self.count_lag_s)]
+        return seen[-1] if seen else 0
+
+    def _next_claim(self) -> datetime | None:
+        if self._claimed >= len(self.queues.log):
+            return None
+        arrives = self.queues.log[self._claimed][0] + timedelta(milliseconds=50)
+        return (
+            arrives if self.free_at is None else max(arrives, self.free_at + timedelta(seconds=1 / self.RATE))
+        )
+
+    def _claim(self, now: datetime) -> None:
+        while (at := self._next_claim()) is not None and at <= now:
+            message = self.queues.log[self._claimed][1]
+            self._claimed, self.free_at = self._claimed + 1, at
+            if (message.job_id, message.slot) in self.started:
+                self.dropped += 1
+                continue
+            self.started[(message.job_id, message.slot)] = at
+            _claim_record(self.store, message, at, ExecutionStatus.SUCCEEDED)
+
+
+@dataclass
+class CatchUpBeside:
+    """What :func:`catch_up_beside_another_tenant` measured."""
+
+    late: list[float]  # the other tenant's fire delays (its first claims), seconds
+    ran: int  # slots of the owing jobs run
+    copies: int  # messages re-sent by the pollers' watch
+    last_owed_s: float  # when the last owed slot started, seconds after the pollers came back
+
+
+def catch_up_beside_another_tenant(
+    rate: float, counted: bool, jobs_owing: int = 1, minutes: int = 3, count_lag_s: float = 0.0
+) -> CatchUpBeside:
+    """``jobs_owing`` rate(1 second) jobs of one tenant ran, then 7 minutes with no poller (420
+    slots owed each, catch-up policy all), and another tenant's rate(5 seconds) job starting as
+    the pollers come back; workers (:class:`SteadyWorkers`) that claim ``rate`` a second, the
+    queues counted (``counted``: the backlog the pollers pace catch-up by, ``count_lag_s`` behind)
+    or not."""
+    from factories import spec
+    from punctual.usecases.jobs import JobService, QueueRouting
+
+    start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    store, clock = MemoryStore(), ManualClock(start - timedelta(minutes=2))
+    rig = type("Workers", (SteadyWorkers,), {"RATE": rate, "counted": counted, "count_lag_s": count_lag_s})
+    sim = rig(store, clock)
+    sim.config = replace(sim.config, resend_after_s=4.0)
+    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    owing = {
+        jobs.register("acme", spec("rate(1 second)", start_at=start.isoformat()))[0].id
+        for _ in range(jobs_owing)
+    }
+    sim.run([start - timedelta(minutes=1), start], until=start + timedelta(seconds=70))
+    back = start + timedelta(minutes=8)
+    clock.set(back - timedelta(seconds=10))
+    first = (back + timedelta(seconds=2)).isoformat()
+    other, _ = jobs.register("globex", spec("rate(5 seconds)", start_at=first))
+    sim.run([back + timedelta(minutes=m) for m in range(minutes)], until=back + timedelta(minutes=minutes))
+
+    def instant(slot: str) -> datetime:
+        return datetime.fromisoformat(slot.replace("Z", "+00:00"))
+
+    started = sim.started.items()
+    owed = [at for (job, slot), at in started if job in owing and instant(slot) < back]
+    return CatchUpBeside(
+        late=[(at - instant(slot)).total_seconds() for (job, slot), at in started if job == other.id],
+        ran=sum(1 for (job, _), _at in started if job in owing),
+        copies=sum(1 for _, m in sim.queues.log if m.resend),
+        last_owed_s=(max(owed) - back).total_seconds() if owed else 0.0,
+    )

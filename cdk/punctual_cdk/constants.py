@@ -403,6 +403,7 @@ MAX_ALARM_RANGE_MINUTES: Final = 1440  # CloudWatch: an alarm's periods x evalua
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
+POLLER_QUEUE_READ_ACTIONS: Final = ("sqs:GetQueueAttributes",)  # the short lane's backlog
 # The tick looks at a minute's execution (on the other machine, with two: more than 40 pollers
 # allowed) before it starts it, and re-plans a waiting minute whose burst grew since (stops it,
 # starts it again with more pollers: punctual.dispatch.burst_sight).

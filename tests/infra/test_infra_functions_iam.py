@@ -175,7 +175,9 @@ def test_poller_sends_to_the_lanes_and_writes_the_table(default_synth: Synth) ->
     granted = actions_on(role_statements(default_synth, default_synth.stack.dispatch.poller.role))
 
     assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [*queues.work_queues, queues.failed])
-    assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage"}
+    # and reads the short lane's depth (only): the backlog it paces catch-up by (catchup_pace.py)
+    assert granted["sqs:GetQueueAttributes"] == _queue_arns(default_synth, queues.short)
+    assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage", "sqs:GetQueueAttributes"}
     assert {a for a in granted if a.startswith("dynamodb:")} == POLLER_TABLE_ACTIONS
     for action in POLLER_TABLE_ACTIONS:
         assert granted[action] == {_table(default_synth)}  # no index ARN, no wildcard

@@ -23,7 +23,7 @@ from punctual.runtime.observability import RecordingMetrics
 from punctual.runtime.settings import CLOCK_SKEW_S
 from punctual.store.memory import MemoryStore
 from punctual.usecases.jobs import JobService, QueueRouting
-from simulation import LAYOUT, SHORT, Simulation
+from simulation import LAYOUT, SHORT, Simulation, SteadyWorkers
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 QUEUE = "short"
@@ -138,42 +138,11 @@ def test_a_lone_message_a_dead_worker_holds_is_re_sent_after_the_period() -> Non
     assert copies == [(4.0, burst[0].slot)]
 
 
-class _SteadyWorkers(Simulation):
-    """Workers that take the queue in the order sent, one claim each 1/``RATE`` s (a repeat of a
-    claimed slot costs its claim too, and is dropped)."""
-
-    RATE = 20.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.free_at: datetime | None = None
-        self.dropped = 0
-        self.started: dict[tuple[str, str], datetime] = {}
-
-    def _next_claim(self) -> datetime | None:
-        if self._claimed >= len(self.queues.log):
-            return None
-        arrives = self.queues.log[self._claimed][0] + timedelta(milliseconds=50)
-        return (
-            arrives if self.free_at is None else max(arrives, self.free_at + timedelta(seconds=1 / self.RATE))
-        )
-
-    def _claim(self, now: datetime) -> None:
-        while (at := self._next_claim()) is not None and at <= now:
-            message = self.queues.log[self._claimed][1]
-            self._claimed, self.free_at = self._claimed + 1, at
-            if (message.job_id, message.slot) in self.started:
-                self.dropped += 1
-                continue
-            self.started[(message.job_id, message.slot)] = at
-            _claim(self.store, message, at)
-
-
 def test_a_tenants_catch_up_burst_draws_no_copies_in_front_of_another_tenants_slots() -> None:
     # Given a rate(1 second) job that ran, then 7 minutes with no poller (420 slots owed, catch-up
     # policy all), and another tenant's rate(5 seconds) job; workers that claim 20 a second
     store, clock = MemoryStore(), ManualClock(T - timedelta(minutes=2))
-    sim = _SteadyWorkers(store, clock)
+    sim = SteadyWorkers(store, clock)
     sim.config = replace(sim.config, resend_after_s=4.0)
     jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
     burst, _ = jobs.register("acme", spec("rate(1 second)", start_at=T.isoformat()))

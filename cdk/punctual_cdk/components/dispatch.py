@@ -130,6 +130,9 @@ class Dispatch(Construct):
             storage.grant_dispatch_key(made.role)  # it signs what it releases
             # Releases slots to both lanes; executions whose lease ran out of attempts are announced.
             Queues.grant(made.role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
+            # Reads the short lane's backlog while it has catch-up to send, to pace it
+            # (punctual.dispatch.polling.catchup_pace).
+            Queues.grant(made.role, queues.short, c.POLLER_QUEUE_READ_ACTIONS)
             return made
 
         self.poller: PunctualFunction = poller(

@@ -640,6 +640,21 @@ class SqsQueues:
             retry.append(receipts[int(failed["Id"])])
         return retry
 
+    def waiting(self, queue_urls: Sequence[str]) -> int:
+        """Messages visible in ``queue_urls`` (SQS's approximate count; one GetQueueAttributes a
+        queue, side by side): the backlog the poller paces catch-up by
+        (:mod:`punctual.dispatch.polling.catchup_pace`)."""
+
+        def one(url: str) -> int:
+            reply = self.client.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+            )
+            return int(reply["Attributes"]["ApproximateNumberOfMessages"])
+
+        if len(queue_urls) <= 1:
+            return sum(one(url) for url in queue_urls)
+        return sum(self._pool.map(one, queue_urls))
+
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
         self.client.change_message_visibility(
             QueueUrl=queue_url, ReceiptHandle=receipt, VisibilityTimeout=visibility_s

@@ -95,14 +95,15 @@ class CatchUp:
         self.cursor = first if self.cursor is None else max(first, self.cursor)
         self.before = before if self.before is None else max(self.before, before)
 
-    def slice(self, now: datetime) -> ReleaseReport:
-        """Release at most one slice of the oldest owed minute; move its marks."""
+    def slice(self, now: datetime, limit: int | None = None) -> ReleaseReport:
+        """Release at most one slice (``limit`` timers, or the configured slice) of the oldest
+        owed minute; move its marks."""
         if self.open is None and not self._open_next(now):
             return ReleaseReport()
         current = self.open
         assert current is not None
         report = current.drain.release_due(
-            to_ms(now), limit=self.config.catchup_timers_per_slice, everything=True
+            to_ms(now), limit=limit or self.config.catchup_timers_per_slice, everything=True
         )
         if len(current.drain):
             through = current.drain.released_through_ms

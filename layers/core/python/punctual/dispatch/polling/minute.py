@@ -27,12 +27,14 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.dispatch.polling.catchup import CatchUp
+from punctual.dispatch.polling.catchup_pace import CatchUpPace
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import JobStore, progress_of
+from punctual.timing.slots import MAX_RELEASE_PER_TIMER
 from punctual.timing.timers import Lane, Timer, from_ms, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
@@ -86,6 +88,8 @@ class MinutePoll:
             group_count,
             {Lane.FAR: self.far, Lane.NEAR: self.near},
         )
+        self.pace = CatchUpPace.of(poller.releaser.queues, self.config.short_queue_urls)
+        self._past_turn = False  # paced: whether a past minute's slice goes next (else the lagging)
         self.report = ReleaseReport()
         self.failed_shards: set[tuple[Lane, int]] = set()
         self.previous_checked = False
@@ -313,12 +317,28 @@ class MinutePoll:
         return bool(self.drain.lagging) or self.catchup.pending
 
     def _catch_up_slice(self) -> None:
-        """One bounded turn of catch-up work: chains cut short in this minute, then past minutes."""
+        """One bounded turn of catch-up work: chains cut short in this minute, then past minutes;
+        at the pace the workers take the short lane (:mod:`.catchup_pace`)."""
+        now = self.clock.now()
+        allowed = self.pace.allowance(now, self.report.released)
+        if allowed == 0:  # the queues hold a second of work: on-time slots go first
+            self.next_catchup = max(
+                self.pace.next_look(now), now + timedelta(seconds=self.config.catchup_pause_s)
+            )
+            return
+        limit = self.config.catchup_timers_per_slice
+        if allowed is not None:
+            limit = max(1, min(limit, allowed // MAX_RELEASE_PER_TIMER))
+        lagging, past = bool(self.drain.lagging), self.catchup.pending
+        if allowed is not None and lagging and past:  # paced, the two take turns (a past
+            self._past_turn = not self._past_turn  # minute holds other tenants' slots too)
+            lagging, past = not self._past_turn, self._past_turn
         try:
-            if self.drain.lagging:
-                self.report.merge(self.drain.release_lagging(self.config.catchup_timers_per_slice))
-            if self.catchup.pending:
-                self.report.merge(self.catchup.slice(self.clock.now()))
+            if lagging:
+                self.report.merge(self.drain.release_lagging(limit))
+            if past:
+                self.report.merge(self.catchup.slice(self.clock.now(), limit))
+            self.pace.released(now)
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)
         except Exception:
             log.exception("catch-up slice failed; will retry")

@@ -1,0 +1,183 @@
+"""Catch-up goes out at the pace the workers take the short lane (issue: one tenant's catch-up made
+another tenant's on-time slots late; :mod:`punctual.dispatch.polling.catchup_pace`).
+
+The in-process rig (:class:`simulation.SteadyWorkers`): the real pollers and re-send watch over
+the memory store, a manual clock, and workers that take the queue in the order sent at a fixed
+number of claims a second; with ``counted`` the queues say how many messages wait, as SQS's
+``ApproximateNumberOfMessages`` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from punctual.dispatch.polling.catchup_pace import (
+    FLOOR_EVERY_S,
+    MAX_WINDOW,
+    MIN_WINDOW,
+    NO_DRAIN_S,
+    READ_EVERY_S,
+    CatchUpPace,
+)
+from punctual.dispatch.queues import MemoryQueues
+from simulation import SHORT, catch_up_beside_another_tenant
+
+T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+class Gauge:
+    """A queue that holds ``waiting`` messages; the test moves it."""
+
+    def __init__(self, waiting: int = 0) -> None:
+        self.waiting = waiting
+        self.reads = 0
+
+    def __call__(self) -> int:
+        self.reads += 1
+        return self.waiting
+
+
+def _at(seconds: float) -> datetime:
+    return T + timedelta(seconds=seconds)
+
+
+# ------------------------------------------------------------------------------ the pace alone
+
+
+def test_without_a_gauge_nothing_is_held() -> None:
+    assert CatchUpPace(None).allowance(T, 0) is None
+    # (a queue port that cannot count, or no short queue: no gauge)
+    assert CatchUpPace.of(object(), [SHORT]).count is None
+    assert CatchUpPace.of(MemoryQueues(now=lambda: T), []).count is None
+
+
+def test_a_gauge_that_fails_holds_nothing_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> int:
+        raise RuntimeError("throttled")
+
+    pace = CatchUpPace(broken)
+    with caplog.at_level(logging.WARNING, logger="punctual.dispatch.polling"):
+        assert [pace.allowance(_at(i * READ_EVERY_S), 0) for i in range(4)] == [None] * 4
+    assert sum("catch-up goes unpaced" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_backlog_the_workers_drain_holds_catch_up_at_about_a_second_of_their_work() -> None:
+    gauge = Gauge(0)
+    pace = CatchUpPace(gauge)
+    # The first read: an empty queue, room for the starting window
+    assert pace.allowance(_at(0), 0) == 2 * MIN_WINDOW
+    pace.released(_at(0))
+    assert pace.allowance(_at(0.1), 60) == 0  # (not read again yet: what it sent counts)
+    # Half a second on, the workers took 10 of them (20 a second): the window is a second of
+    # that, at least one CATCHUP timer's slots
+    gauge.waiting = 50
+    assert pace.allowance(_at(READ_EVERY_S), 60) == 0
+    assert pace.window == MIN_WINDOW and pace.drain_rate(_at(READ_EVERY_S)) == pytest.approx(20.0)
+    assert pace.holds == 1
+    # Down under the window: room again (40 a second over both reads: 10, then 30)
+    gauge.waiting = 20
+    assert pace.allowance(_at(2 * READ_EVERY_S), 60) == 40 - 20 and pace.window == 40
+
+
+def test_the_pollers_on_time_sends_fill_the_window_too() -> None:
+    gauge = Gauge(0)
+    pace = CatchUpPace(gauge)
+    assert pace.allowance(_at(0), 0) == 2 * MIN_WINDOW
+    # A top-of-minute release of 500 on-time slots since: no room for catch-up before the next read
+    assert pace.allowance(_at(0.1), 500) == 0
+    # and the workers, which took 100 of them, are not taken for idle
+    gauge.waiting = 400
+    assert pace.allowance(_at(READ_EVERY_S), 500) == 0
+    assert pace.drain_rate(_at(READ_EVERY_S)) == pytest.approx(200.0)
+
+
+def test_the_window_grows_while_the_workers_take_everything_offered() -> None:
+    gauge = Gauge(0)
+    pace = CatchUpPace(gauge)
+    windows, sent = [], 0
+    for step in range(12):
+        now = _at(step * READ_EVERY_S)
+        room = pace.allowance(now, sent)
+        assert room is not None and room > 0
+        sent += room
+        pace.released(now)
+        windows.append(pace.window)  # every read finds the queue empty again
+    assert windows[0] == 2 * MIN_WINDOW and windows[-1] == MAX_WINDOW
+    assert all(b >= a for a, b in itertools.pairwise(windows))
+
+
+def test_a_backlog_nothing_drains_is_held_only_until_it_is_plain_nothing_drains() -> None:
+    # Given messages waiting that no worker takes (workers all down, or none at all)
+    gauge = Gauge(500)
+    pace = CatchUpPace(gauge)
+    held = [pace.allowance(_at(i * READ_EVERY_S), 0) for i in range(int(NO_DRAIN_S / READ_EVERY_S))]
+    assert set(held) == {0}
+    # Then once none was taken for NO_DRAIN_S, catch-up is not held: holding would share nothing
+    assert pace.allowance(_at(NO_DRAIN_S), 0) is None
+    # And a drain seen again paces it again
+    gauge.waiting = 400
+    assert pace.allowance(_at(NO_DRAIN_S + READ_EVERY_S), 0) == 0
+
+
+def test_while_held_one_timer_still_goes_out_every_floor_interval() -> None:
+    gauge = Gauge(10_000)
+    pace = CatchUpPace(gauge)
+    seconds, ones = 0.0, []
+    while seconds < 2 * FLOOR_EVERY_S + 1:
+        gauge.waiting -= 1  # a backlog that drains one message a read, never under the window
+        room = pace.allowance(_at(seconds), 0)
+        if room:
+            ones.append((seconds, room))
+            pace.released(_at(seconds))
+        assert pace.next_look(_at(seconds)) <= _at(seconds + READ_EVERY_S)
+        seconds += READ_EVERY_S
+    assert [room for _, room in ones] == [1, 1]
+    assert [at for at, _ in ones] == pytest.approx([FLOOR_EVERY_S, 2 * FLOOR_EVERY_S], abs=READ_EVERY_S)
+
+
+# ------------------------------------------------------------------------------ the pollers
+
+
+@pytest.mark.parametrize(
+    ("rate", "unpaced_over", "paced_under"),
+    [(20.0, 6.0, 2.5), (10.0, 25.0, 6.0)],
+)
+def test_another_tenants_slots_do_not_wait_behind_a_catch_up(
+    rate: float, unpaced_over: float, paced_under: float
+) -> None:
+    # Given one tenant's 420 owed slots and another tenant's on-time job, workers claiming
+    # `rate` a second: unpaced (a queue port that cannot count), the other tenant waits behind
+    # the catch-up (6.2 s at 20 a second, 26 s at 10)
+    unpaced = catch_up_beside_another_tenant(rate, counted=False)
+    assert max(unpaced.late) > unpaced_over
+    # When the pollers see the queue's backlog, Then the other tenant's slots wait about one
+    # CATCHUP timer's slots at most (30 slots: 1.5 s at 20 a second, 3 s at 10)
+    paced = catch_up_beside_another_tenant(rate, counted=True)
+    assert len(paced.late) == len(unpaced.late) == 36 and max(paced.late) < paced_under
+    # And every owed slot still ran, once, about as soon as unpaced (the workers are the bound)
+    assert paced.ran == unpaced.ran == 660 and paced.copies == unpaced.copies == 0
+    assert paced.last_owed_s <= unpaced.last_owed_s + 3
+
+
+def test_many_jobs_catching_up_at_a_thousand_claims_a_second() -> None:
+    # Given 100 rate(1 second) jobs owing 420 slots each (42,000) and workers claiming 1,000 a
+    # second: unpaced the other tenant's slots were up to 25.8 s late
+    paced = catch_up_beside_another_tenant(1000.0, counted=True, jobs_owing=100)
+    assert max(paced.late) < 2.0 and paced.ran == 66_000 and paced.copies == 0
+
+
+@pytest.mark.parametrize("lag_s", [1.0, 5.0, 30.0])
+def test_a_count_that_lags_behind_never_stops_a_catch_up(lag_s: float) -> None:
+    # Given SQS's approximate count, which may lag what the queues hold (here the count of lag_s
+    # before: a backlog that grew shows low, one that drained shows high)
+    unpaced = catch_up_beside_another_tenant(20.0, counted=False)
+    behind = catch_up_beside_another_tenant(20.0, counted=True, count_lag_s=lag_s)
+    # Then every owed slot still runs, once, about as soon as unpaced
+    assert behind.ran == unpaced.ran == 660 and behind.copies == 0
+    assert behind.last_owed_s <= unpaced.last_owed_s + 10
+    # And the other tenant waits no longer than with no pace at all
+    assert len(behind.late) == 36 and max(behind.late) <= max(unpaced.late) + 0.5
