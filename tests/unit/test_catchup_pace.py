@@ -181,3 +181,66 @@ def test_a_count_that_lags_behind_never_stops_a_catch_up(lag_s: float) -> None:
     assert behind.last_owed_s <= unpaced.last_owed_s + 10
     # And the other tenant waits no longer than with no pace at all
     assert len(behind.late) == 36 and max(behind.late) <= max(unpaced.late) + 0.5
+
+
+def _dead_pollers_minute(counted: bool, jobs_due: int) -> list[float]:
+    """``jobs_due`` rate(1 hour) jobs of five tenants due at 12:00:30, whose minute's poller died
+    (the next minute's catches it up); workers claiming 1,000 a second. Each slot's fire delay."""
+    from factories import spec
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.usecases.jobs import JobService, QueueRouting
+    from simulation import LONG, SteadyWorkers
+
+    clock = ManualClock(T - timedelta(minutes=2))
+    rig = type("Workers", (SteadyWorkers,), {"RATE": 1000.0, "counted": counted})
+    sim = rig(MemoryStore(), clock)
+    jobs = JobService(sim.store, sim.queues, clock, sim.config.layout, QueueRouting((SHORT,), (LONG,)))
+    due = T + timedelta(seconds=30)
+    owed = {
+        jobs.register(f"tenant-{i % 5}", spec("rate(1 hour)", start_at=due.isoformat()))[0].id
+        for i in range(jobs_due)
+    }
+    sim.run([T + timedelta(minutes=1), T + timedelta(minutes=2)], until=T + timedelta(minutes=3))
+    return [(at - due).total_seconds() for (job, _), at in sim.started.items() if job in owed]
+
+
+def test_a_dead_pollers_minute_of_one_slot_timers_goes_out_at_the_workers_pace() -> None:
+    # Given a minute whose poller died, 1,000 fire timers of one slot each, and workers that
+    # claim 1,000 a second: unpaced, the next minute's poller sends them all within a few seconds
+    # of taking the minute on
+    unpaced = _dead_pollers_minute(counted=False, jobs_due=1000)
+    assert len(unpaced) == 1000
+    # When the pollers pace catch-up by the queue's backlog, Then the timers are not counted as
+    # 30 slots each (one timer a slice: 20 slots a second, the last one 25 s later than unpaced)
+    paced = _dead_pollers_minute(counted=True, jobs_due=1000)
+    assert len(paced) == 1000 and max(paced) <= max(unpaced) + 3
+
+
+def test_spend_fills_the_allowance_with_timers_of_any_size() -> None:
+    from punctual.dispatch.polling.catchup_pace import spend
+    from punctual.dispatch.polling.release import ReleaseReport
+
+    def timers(sizes: list[int]) -> tuple[list[int], object, object]:
+        batches: list[int] = []
+
+        def release(n: int) -> ReleaseReport:
+            batches.append(n)
+            taken = [sizes.pop(0) for _ in range(min(n, len(sizes)))]
+            return ReleaseReport(released=sum(taken))
+
+        return batches, release, lambda: bool(sizes)
+
+    # One-slot timers: about the allowance's slots of them, in a few batches (not one a slice)
+    batches, release, left = timers([1] * 100)
+    assert spend(release, left, 60, 20).released == 20 and len(batches) <= 6  # (20 timers a slice)
+    batches, release, left = timers([1] * 100)
+    assert spend(release, left, 12, 20).released == 12
+    # Whole CATCHUP timers: the allowance's worth (at least one), as before
+    batches, release, left = timers([30] * 10)
+    assert spend(release, left, 90, 20).released == 90 and batches == [3]
+    batches, release, left = timers([30] * 10)
+    assert spend(release, left, 10, 20).released == 30
+    # Nothing left: it stops
+    batches, release, left = timers([1] * 3)
+    assert spend(release, left, 60, 20).released == 3

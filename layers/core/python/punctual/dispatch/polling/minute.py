@@ -27,14 +27,13 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.dispatch.polling.catchup import CatchUp
-from punctual.dispatch.polling.catchup_pace import CatchUpPace
+from punctual.dispatch.polling.catchup_pace import CatchUpPace, spend
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import JobStore, progress_of
-from punctual.timing.slots import MAX_RELEASE_PER_TIMER
 from punctual.timing.timers import Lane, Timer, from_ms, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
@@ -327,22 +326,31 @@ class MinutePoll:
             )
             return
         limit = self.config.catchup_timers_per_slice
-        if allowed is not None:
-            limit = max(1, min(limit, allowed // MAX_RELEASE_PER_TIMER))
         lagging, past = bool(self.drain.lagging), self.catchup.pending
         if allowed is not None and lagging and past:  # paced, the two take turns (a past
             self._past_turn = not self._past_turn  # minute holds other tenants' slots too)
             lagging, past = not self._past_turn, self._past_turn
         try:
-            if lagging:
+            if allowed is not None:  # paced: as many timers as the allowance's slots fill
+                self.report.merge(self._spend(lagging, allowed, limit))
+            if allowed is None and lagging:
                 self.report.merge(self.drain.release_lagging(limit))
-            if past:
+            if allowed is None and past:
                 self.report.merge(self.catchup.slice(self.clock.now(), limit))
             self.pace.released(now)
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)
         except Exception:
             log.exception("catch-up slice failed; will retry")
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
+
+    def _spend(self, lagging: bool, slots: int, timers: int) -> ReleaseReport:
+        """A paced turn of the lagging timers (else of the oldest past minute, until it closes)."""
+        if lagging:
+            return spend(self.drain.release_lagging, lambda: bool(self.drain.lagging), slots, timers)
+        catchup = self.catchup
+        return spend(
+            lambda n: catchup.slice(self.clock.now(), n), lambda: catchup.open is not None, slots, timers
+        )
 
     def _handled(self) -> int:
         r = self.report
