@@ -244,3 +244,36 @@ def test_spend_fills_the_allowance_with_timers_of_any_size() -> None:
     # Nothing left: it stops
     batches, release, left = timers([1] * 3)
     assert spend(release, left, 60, 20).released == 3
+
+
+def test_a_count_that_does_not_move_while_the_poller_sends_is_not_a_drain() -> None:
+    # Given a count that stays put (a count behind that froze, or messages no worker can take: a
+    # FIFO group behind its running slot) while the poller still sends into the queues (on-time
+    # slots, the floor's timers): what it sent does not show, but nothing was seen taken
+    gauge = Gauge(500)
+    pace = CatchUpPace(gauge)
+    sent, allowed = 0, []
+    for i in range(int(NO_DRAIN_S / READ_EVERY_S) + 1):
+        sent += 5
+        allowed.append(pace.allowance(_at(i * READ_EVERY_S), sent))
+    assert set(allowed[:-1]) == {0}
+    # Then past NO_DRAIN_S it holds nothing, as for messages none takes (it was held for good,
+    # one timer every 15 s: a job catching up fell further behind than it caught up)
+    assert allowed[-1] is None
+    # And a count that moves down again paces again
+    gauge.waiting = 400
+    assert pace.allowance(_at(NO_DRAIN_S + READ_EVERY_S), sent + 5) == 0
+
+
+def test_a_standing_count_does_not_hold_a_catch_up_for_good() -> None:
+    # Given 420 owed slots, workers claiming 20 a second, and a short-lane count that reads 500
+    # whatever the queues hold (frozen behind, or 500 messages of groups no worker can take)
+    from simulation import SteadyWorkers
+
+    frozen = catch_up_beside_another_tenant(20.0, counted=True, minutes=4, count=lambda: 500)
+    unpaced = catch_up_beside_another_tenant(20.0, counted=False, minutes=4)
+    # Then the catch-up still ends about as soon as unpaced (held at 30 slots every 15 s it was
+    # not over four minutes on), every owed slot once
+    assert frozen.ran == unpaced.ran and frozen.copies == 0
+    assert frozen.last_owed_s <= unpaced.last_owed_s + NO_DRAIN_S + 5
+    assert SteadyWorkers.counted is False  # (the rig's default is untouched)

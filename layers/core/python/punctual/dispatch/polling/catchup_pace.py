@@ -25,7 +25,9 @@ that ends while it waits hands them to the next one, as before. And the pace onl
 it can see drain:
 
 * messages waiting and none taken for :data:`NO_DRAIN_S` (nothing takes the queues: workers all
-  down, or a test without workers): nothing is held, since holding would share nothing;
+  down, or a test without workers): nothing is held, since holding would share nothing. A count
+  that stays put while the poller sends is such a case too (frozen behind, or messages no worker
+  can take): what it sent not showing is no sign it was taken;
 * the count cannot be read (a throttle, a queue port that cannot count): nothing is held;
 * while held, one CATCHUP timer still goes out every :data:`FLOOR_EVERY_S`, whatever the figures.
 
@@ -179,7 +181,11 @@ class CatchUpPace:
             seconds = (now - self._read_at).total_seconds()
             drained = max(0, offered - waiting)
             self._drains.append((now, seconds, drained))
-            if drained:
+            # A drain seen: some taken, and the count moved (or is under the window: nothing to
+            # hold). A count that stays put while the poller sends (one behind that froze, or
+            # messages no worker can take: FIFO groups behind a running slot) shows nothing of
+            # its sends, and that is no sign of workers taking them.
+            if drained and (waiting != self._waiting or waiting < self.window):
                 self._drained_at = now
             rate = self.drain_rate(now) or 0.0
             if waiting == 0:  # the workers took everything offered: offer more
