@@ -306,13 +306,13 @@ def catch_up_beside_another_tenant(
     jobs_owing: int = 1,
     minutes: int = 3,
     count_lag_s: float = 0.0,
-    count: Callable[[], int] | None = None,
+    count: Callable[[int], int] | None = None,
 ) -> CatchUpBeside:
     """``jobs_owing`` rate(1 second) jobs of one tenant ran, then 7 minutes with no poller (420
     slots owed each, catch-up policy all), and another tenant's rate(5 seconds) job starting as
     the pollers come back; workers (:class:`SteadyWorkers`) that claim ``rate`` a second, the
     queues counted (``counted``: the backlog the pollers pace catch-up by, ``count_lag_s`` behind,
-    or what ``count`` says) or not."""
+    or what ``count`` makes of the messages waiting) or not."""
     from factories import spec
     from punctual.usecases.jobs import JobService, QueueRouting
 
@@ -321,7 +321,8 @@ def catch_up_beside_another_tenant(
     rig = type("Workers", (SteadyWorkers,), {"RATE": rate, "counted": counted, "count_lag_s": count_lag_s})
     sim = rig(store, clock)
     if counted and count is not None:
-        sim.queues = CountingQueues(clock, count)
+        waiting, say = sim._waiting, count
+        sim.queues = CountingQueues(clock, lambda: say(waiting()))
     sim.config = replace(sim.config, resend_after_s=4.0)
     jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
     owing = {

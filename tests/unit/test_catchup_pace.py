@@ -21,6 +21,7 @@ from punctual.dispatch.polling.catchup_pace import (
     MIN_WINDOW,
     NO_DRAIN_S,
     READ_EVERY_S,
+    STANDING_S,
     CatchUpPace,
 )
 from punctual.dispatch.queues import MemoryQueues
@@ -270,10 +271,57 @@ def test_a_standing_count_does_not_hold_a_catch_up_for_good() -> None:
     # whatever the queues hold (frozen behind, or 500 messages of groups no worker can take)
     from simulation import SteadyWorkers
 
-    frozen = catch_up_beside_another_tenant(20.0, counted=True, minutes=4, count=lambda: 500)
+    frozen = catch_up_beside_another_tenant(20.0, counted=True, minutes=4, count=lambda _waiting: 500)
     unpaced = catch_up_beside_another_tenant(20.0, counted=False, minutes=4)
     # Then the catch-up still ends about as soon as unpaced (held at 30 slots every 15 s it was
     # not over four minutes on), every owed slot once
     assert frozen.ran == unpaced.ran and frozen.copies == 0
     assert frozen.last_owed_s <= unpaced.last_owed_s + NO_DRAIN_S + 5
     assert SteadyWorkers.counted is False  # (the rig's default is untouched)
+
+
+def test_messages_no_worker_takes_do_not_hold_catch_up() -> None:
+    # Given 200 messages that stand in the count (a queue job's slots in their FIFO group behind
+    # its running one) under what the workers take as it comes: the count moves, never under 200
+    gauge = Gauge(200)
+    pace = CatchUpPace(gauge)
+    sent, seconds, allowed = 0, 0.0, []
+    while seconds <= 2 * STANDING_S + READ_EVERY_S:
+        gauge.waiting = 200 + (5 if int(seconds / READ_EVERY_S) % 2 else 0)  # the on-time slots' share
+        sent += 5
+        allowed.append((seconds, pace.allowance(_at(seconds), sent)))
+        seconds += READ_EVERY_S
+    # Then it is held while the level may still be a line the workers take
+    assert all(room == 0 for at, room in allowed if at < STANDING_S)
+    # and once it stood STANDING_S over a window's worth, only what moves over it counts
+    assert pace.standing(_at(seconds - READ_EVERY_S)) == 200
+    assert all(room is not None and room > 0 for at, room in allowed if at >= 2 * STANDING_S)
+
+
+def test_a_backlog_that_goes_down_is_no_standing_level() -> None:
+    # Given a backlog the workers take (20 a read) while the poller sends a few on-time slots
+    gauge = Gauge(900)
+    pace = CatchUpPace(gauge)
+    sent = 0
+    for i in range(int(3 * STANDING_S / READ_EVERY_S)):
+        sent += 2
+        room = pace.allowance(_at(i * READ_EVERY_S), sent)
+        # Then it holds catch-up until the backlog is under its window, never counting it standing
+        assert pace.standing(_at(i * READ_EVERY_S)) == 0
+        assert room in (0, 1) or gauge.waiting < pace.window + MIN_WINDOW  # (1: the floor)
+        gauge.waiting = max(0, gauge.waiting - 20)
+
+
+def test_messages_no_worker_takes_do_not_hold_another_tenants_catch_up_for_good() -> None:
+    # Given 420 owed slots, workers claiming 20 a second, and 200 messages more in the count that
+    # no worker takes (another tenant's queue job's slots behind its running one)
+    standing = catch_up_beside_another_tenant(
+        20.0, counted=True, minutes=4, count=lambda waiting: waiting + 200
+    )
+    unpaced = catch_up_beside_another_tenant(20.0, counted=False, minutes=4)
+    # Then the catch-up ends about as soon as unpaced (held at 30 slots every 15 s, 195 of its
+    # slots were still owed four minutes on), every owed slot once
+    assert standing.ran == unpaced.ran and standing.copies == 0
+    assert standing.last_owed_s <= unpaced.last_owed_s + 2 * STANDING_S
+    # And the other tenant's slots still do not wait behind it
+    assert max(standing.late) < 2.5

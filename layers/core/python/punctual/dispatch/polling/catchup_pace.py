@@ -28,6 +28,8 @@ it can see drain:
   down, or a test without workers): nothing is held, since holding would share nothing. A count
   that stays put while the poller sends is such a case too (frozen behind, or messages no worker
   can take): what it sent not showing is no sign it was taken;
+* a level the count stood on, and not under, for :data:`STANDING_S` (messages no worker takes
+  now) is not counted (:meth:`CatchUpPace.standing`);
 * the count cannot be read (a throttle, a queue port that cannot count): nothing is held;
 * while held, one CATCHUP timer still goes out every :data:`FLOOR_EVERY_S`, whatever the figures.
 
@@ -69,6 +71,10 @@ FLOOR_EVERY_S = 15.0  # while held, one timer still goes out this often
 # holding catch-up would share nothing, so it goes out unpaced. Longer than the pauses of workers
 # that are all busy with runs of a few seconds, when holding it is what keeps the queues short.
 NO_DRAIN_S = 10.0
+# A count that has not gone under a level for this long while a window's worth stood over it:
+# that level is messages no worker takes (FIFO groups behind a running slot, a count behind), not
+# a line in front of what is sent next, and it holds nothing (:meth:`CatchUpPace.standing`).
+STANDING_S = 10.0
 
 
 @runtime_checkable
@@ -96,6 +102,7 @@ class CatchUpPace:
         self._sent_at_read = 0  # the poller's count of messages sent, at the last read
         self._sent = 0  # and now (sent_total of the last allowance)
         self._drains: deque[tuple[datetime, float, int]] = deque()  # (read at, seconds, drained)
+        self._counts: deque[tuple[datetime, int]] = deque()  # (read at, waiting), 2 x STANDING_S
         self._drained_at: datetime | None = None  # the last read that found some taken (or the first read)
         self._last_release: datetime | None = None
         self._held = False
@@ -121,7 +128,7 @@ class CatchUpPace:
             return None
         if self._drained_at is not None and now - self._drained_at >= timedelta(seconds=NO_DRAIN_S):
             return None  # nothing takes the queues: holding would share nothing
-        room = self.window - (self._waiting + self._sent - self._sent_at_read)
+        room = self.window - (self._waiting - self.standing(now) + self._sent - self._sent_at_read)
         if room > 0:
             self._held = False
             return room
@@ -161,6 +168,25 @@ class CatchUpPace:
             return None
         return sum(d[2] for d in self._drains) / seconds
 
+    def standing(self, now: datetime) -> int:
+        """Messages the count stood on and not under for the last :data:`STANDING_S`, at least a
+        window of them (0: none).
+
+        A backlog the workers take goes down: the lowest count of the last ``STANDING_S`` is
+        under the lowest of the ``STANDING_S`` before. One that does not, while the workers take
+        what comes on top (the poller's sends run), is messages no worker takes now: a ``queue``
+        job's slots in their FIFO group behind its running one, or a count behind. Those are no
+        line in front of what is sent next; counted, they held another tenant's catch-up at one
+        timer every 15 s for as long as they stood (QA 2026-12-07). Below a window the pace
+        itself keeps the queues refilled, so no such level is taken for one.
+        """
+        older = [w for at, w in self._counts if now - at >= timedelta(seconds=STANDING_S)]
+        recent = [w for at, w in self._counts if now - at < timedelta(seconds=STANDING_S)]
+        if not older or not recent:
+            return 0
+        low = min(older)
+        return low if min(recent) >= low >= self.window else 0
+
     def _read(self, now: datetime) -> None:
         if self.count is None:
             return
@@ -192,6 +218,9 @@ class CatchUpPace:
                 self.window = min(MAX_WINDOW, max(2 * self.window, int(rate * TARGET_S)))
             else:
                 self.window = min(MAX_WINDOW, max(MIN_WINDOW, int(rate * TARGET_S)))
+        self._counts.append((now, waiting))
+        while now - self._counts[0][0] > timedelta(seconds=2 * STANDING_S):
+            self._counts.popleft()
         self._read_at, self._waiting, self._sent_at_read = now, waiting, self._sent
 
 
