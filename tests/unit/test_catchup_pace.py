@@ -325,3 +325,21 @@ def test_messages_no_worker_takes_do_not_hold_another_tenants_catch_up_for_good(
     assert standing.last_owed_s <= unpaced.last_owed_s + 2 * STANDING_S
     # And the other tenant's slots still do not wait behind it
     assert max(standing.late) < 2.5
+
+
+def test_spend_keeps_what_the_batches_before_a_failure_sent() -> None:
+    from punctual.dispatch.polling.catchup_pace import spend
+    from punctual.dispatch.polling.release import ReleaseReport
+
+    calls: list[int] = []
+
+    def release(n: int) -> ReleaseReport:
+        calls.append(n)
+        if len(calls) == 3:
+            raise RuntimeError("throttled")
+        return ReleaseReport(released=n)
+
+    into = ReleaseReport()
+    with pytest.raises(RuntimeError):
+        spend(release, lambda: True, 60, 20, into)
+    assert into.released == sum(calls[:2]) == 6  # (two timers, then four: each counted as it went)

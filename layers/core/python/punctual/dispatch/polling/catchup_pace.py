@@ -225,10 +225,15 @@ class CatchUpPace:
 
 
 def spend(
-    release: Callable[[int], ReleaseReport], left: Callable[[], bool], slots: int, timers: int
+    release: Callable[[int], ReleaseReport],
+    left: Callable[[], bool],
+    slots: int,
+    timers: int,
+    into: ReleaseReport | None = None,
 ) -> ReleaseReport:
     """Release owed timers (``release(n)``: at most n of them) until about ``slots`` messages went
-    out, at most ``timers`` timers, while ``left()`` says some are left.
+    out, at most ``timers`` timers, while ``left()`` says some are left; each batch's report is
+    merged into ``into`` as it comes (a batch that fails does not lose what the ones before sent).
 
     The allowance is in slots and a timer holds 1 to :data:`MAX_RELEASE_PER_TIMER` of them: a
     CATCHUP timer up to 30, a past minute's fire timer mostly one. Counting each as 30 (QA: a dead
@@ -245,7 +250,10 @@ def spend(
         n = max(1, min(timers - taken, (slots - report.released) // per_timer))
         if batch:
             n = min(n, 2 * batch)
-        report.merge(release(n))
+        done = release(n)
+        report.merge(done)
+        if into is not None:
+            into.merge(done)
         taken, batch = taken + n, n
     return report
 

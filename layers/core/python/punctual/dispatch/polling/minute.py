@@ -332,7 +332,7 @@ class MinutePoll:
             lagging, past = not self._past_turn, self._past_turn
         try:
             if allowed is not None:  # paced: as many timers as the allowance's slots fill
-                self.report.merge(self._spend(lagging, allowed, limit))
+                self._spend(lagging, allowed, limit)
             if allowed is None and lagging:
                 self.report.merge(self.drain.release_lagging(limit))
             if allowed is None and past:
@@ -343,13 +343,19 @@ class MinutePoll:
             log.exception("catch-up slice failed; will retry")
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
 
-    def _spend(self, lagging: bool, slots: int, timers: int) -> ReleaseReport:
-        """A paced turn of the lagging timers (else of the oldest past minute, until it closes)."""
+    def _spend(self, lagging: bool, slots: int, timers: int) -> None:
+        """A paced turn of the lagging timers (else of the oldest past minute, until it closes),
+        into the minute's report batch by batch."""
         if lagging:
-            return spend(self.drain.release_lagging, lambda: bool(self.drain.lagging), slots, timers)
+            spend(self.drain.release_lagging, lambda: bool(self.drain.lagging), slots, timers, self.report)
+            return
         catchup = self.catchup
-        return spend(
-            lambda n: catchup.slice(self.clock.now(), n), lambda: catchup.open is not None, slots, timers
+        spend(
+            lambda n: catchup.slice(self.clock.now(), n),
+            lambda: catchup.open is not None,
+            slots,
+            timers,
+            self.report,
         )
 
     def _handled(self) -> int:
