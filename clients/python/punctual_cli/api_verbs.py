@@ -25,6 +25,7 @@ from punctual.timing.timers import is_slot_key
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
 from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.retries import RetryPolicy
+from punctual_cli.spec_check import require_schedule_and_target
 from punctual_cli.verb_kit import (
     CliInputError,
     api_client,
@@ -445,8 +446,7 @@ def _spec_from_args(
 
 def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
     spec = _spec_from_args(args)
-    if "schedule" not in spec or "target" not in spec:
-        raise CliInputError("a job needs a schedule and a target: --file, or --schedule with --http-url/...")
+    require_schedule_and_target(spec, args.file)
     if args.paused:
         spec["state"] = "PAUSED"  # stored paused in the create's write: nothing fires until resumed
     client = api_client(args)
@@ -638,7 +638,9 @@ def _cmd_jobs_upcoming(args: argparse.Namespace, out: TextIO) -> int:
 # --------------------------------------------------------------------------- parsers
 
 
-def _spec_flags(parser: argparse.ArgumentParser) -> None:
+def _spec_flags(
+    parser: argparse.ArgumentParser, method_help: str = "a webhook's method (default POST)"
+) -> None:
     parser.add_argument("--file", "-f", metavar="PATH", help="job spec as JSON or YAML ('-': stdin)")
     parser.add_argument("--name")
     parser.add_argument("--description")
@@ -648,7 +650,7 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http-method",
         choices=("GET", "POST", "PUT", "PATCH", "DELETE"),
-        help="a webhook's method (default POST)",
+        help=method_help,
     )
     parser.add_argument("--lambda-arn", metavar="ARN", help="target: a Lambda function")
     parser.add_argument("--sqs-arn", metavar="ARN", help="target: an SQS queue")
@@ -703,7 +705,8 @@ def add_jobs(verbs: Any) -> None:
         "update", parents=[common], help="change a job: flags (and --file fields) over its current spec"
     )
     update.add_argument("job_id", metavar="JOB", type=job_id_arg)
-    _spec_flags(update)
+    # an update keeps the webhook's method unless this flag names one (QA31: "default POST")
+    _spec_flags(update, method_help="a webhook's new method (default: it keeps its own)")
     update.add_argument("--replace", action="store_true", help="with --file: the file is the whole new spec")
     update.add_argument(
         "--if-match",
