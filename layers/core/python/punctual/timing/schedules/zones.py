@@ -8,6 +8,7 @@ policy (:mod:`~punctual.timing.schedules.dst`) decides what happens at a segment
 from __future__ import annotations
 
 import bisect
+import difflib
 import zoneinfo
 from datetime import date
 from functools import lru_cache
@@ -60,7 +61,39 @@ def validate_timezone(name: str) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(key)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         # ValueError for malformed keys ("../x"), OSError for directories ("Europe").
-        raise ScheduleError(f"timezone: unknown time zone '{name}'") from None
+        meant = _meant_zone(name)
+        hint = f"; did you mean {meant}?" if meant else ""
+        raise ScheduleError(f"timezone: unknown time zone '{name}'{hint}") from None
+
+
+@lru_cache(maxsize=1)
+def _places() -> tuple[dict[str, str], dict[str, str]]:
+    """The database's places by their lower-case name, and by their city alone where one place
+    has it (``berlin``: ``Europe/Berlin``)."""
+    places = {
+        zone.lower(): zone
+        for zone in zoneinfo.available_timezones()
+        if zone not in _NOT_PLACES and not zone.startswith(("posix/", "right/"))
+    }
+    cities: dict[str, list[str]] = {}
+    for folded, zone in places.items():
+        if "/" in folded:
+            cities.setdefault(folded.rsplit("/", 1)[1], []).append(zone)
+    return places, {city: zones[0] for city, zones in cities.items() if len(zones) == 1}
+
+
+def _meant_zone(name: str) -> str | None:
+    """The place an unknown zone name was likely meant to be (QA31: ``Europe/berlin``,
+    ``America/New York`` and ``Europe/Berlim`` were only "unknown time zone"): the same name in
+    another case or with ``_`` for its spaces, a city alone, else one spelled closely; else None."""
+    places, cities = _places()
+    folded = name.lower().replace(" ", "_")
+    if folded in places:
+        return places[folded]
+    if folded in cities:
+        return cities[folded]
+    close = difflib.get_close_matches(folded, places, n=1, cutoff=0.8)
+    return places[close[0]] if close else None
 
 
 def check_place(name: str) -> None:
