@@ -76,9 +76,11 @@ browser:
 
 # FRESH=1 starts empty (the state a clean stop kept is deleted); FRESH=0, no, false or off do not,
 # capitalized too (make's filter is case-sensitive: FRESH=False deleted every saved job)
+# RUN_ARGS: more options of punctual-local up, e.g. make run RUN_ARGS='--api-port 8090' when 8080 is taken
 NOT_FRESH := 0 n N no No NO false False FALSE off Off OFF
+RUN_ARGS ?=
 run: install
-	$(BIN)/punctual-local up $(if $(filter-out $(NOT_FRESH),$(FRESH)),--fresh)
+	$(BIN)/punctual-local up $(if $(filter-out $(NOT_FRESH),$(FRESH)),--fresh) $(RUN_ARGS)
 
 bench: install
 	@start=$$(date +%s); set -e; \

@@ -315,7 +315,10 @@ def _own_port(port: int, default: int | None, option: str) -> int:
     if port == 0 or (port == default and port_in_use(port)):
         return free_port()
     if port_in_use(port):
-        raise LocalModeError(f"port {port} is taken (is local mode already running?): use another {option}")
+        raise LocalModeError(  # (QA31: make run had no way to pass the option)
+            f"port {port} is taken (is local mode already running?): use another {option}"
+            f" (make run RUN_ARGS='{option} N')"
+        )
     return port
 
 

@@ -168,7 +168,8 @@ def test_a_port_asked_for_that_is_taken_is_refused_not_swapped(
     (``AWS_ENDPOINT_URL`` for ``punctual-admin``, a job's webhook) reached the other local mode."""
     assert cli.main([*_up(tmp_path), option, str(taken_port)]) == 2
     assert capsys.readouterr().err == (
-        f"punctual-local: error: port {taken_port} is taken (is local mode already running?): use another {option}\n"
+        f"punctual-local: error: port {taken_port} is taken (is local mode already running?): use another {option}"
+        f" (make run RUN_ARGS='{option} N')\n"
     )
     assert started == []
 

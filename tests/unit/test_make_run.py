@@ -44,3 +44,12 @@ def _up_line(*assignments: str) -> str:
 )
 def test_fresh_starts_empty_only_when_it_says_so(assignments: tuple[str, ...], fresh: bool) -> None:
     assert ("--fresh" in _up_line(*assignments).split()) is fresh
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_run_args_reach_punctual_local_up() -> None:
+    """QA31: with 8080 taken (another local mode, any web server) ``make run`` stopped with "use
+    another --api-port", and make had no way to pass it: ``RUN_ARGS`` goes to ``punctual-local up``,
+    as ``CHAOS_ARGS`` to the chaos runs and ``CDK_ARGS`` to cdk."""
+    words = _up_line("RUN_ARGS=--api-port 18080 --receiver-port 18081", "FRESH=1").split()
+    assert words[words.index("up") + 1 :] == ["--fresh", "--api-port", "18080", "--receiver-port", "18081"]
