@@ -23,6 +23,9 @@ LONG_VALUE = "v" * (MAX_TAG_VALUE_CHARS + 1)
         (f"{LONG_KEY}=v", f"at most {MAX_TAG_KEY_CHARS}"),
         (f"team={LONG_VALUE}", f"at most {MAX_TAG_VALUE_CHARS}"),
         ("=data", "has no key"),
+        # QA31: an empty one (a script's ?tag=$TAG with TAG unset) listed every job, unfiltered, as
+        # no filter at all, where an empty state= is 422 and the CLI refuses --tag ''
+        ("", "has no key"),
     ],
 )
 def test_a_tag_filter_longer_than_any_tag_is_refused_naming_it(api: ApiClient, tag: str, said: str) -> None:

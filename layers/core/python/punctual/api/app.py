@@ -217,8 +217,9 @@ def list_jobs(
     next_token: NextToken = None,
 ) -> JobPage:
     tenant = _tenant()
-    # A filter no job's tag can match is a typo, not an empty listing (QA28: 200, no job)
-    if tag and (refusal := tag_filter_refusal(tag)):
+    # A filter no job's tag can match is a typo, not an empty listing (QA28: 200, no job); an empty
+    # one too, not the whole listing (QA31: ?tag= listed every job, unfiltered)
+    if tag is not None and (refusal := tag_filter_refusal(tag)):
         raise problems.invalid("tag", f"tag must be key or key=value; {tag!r} {refusal}")
     svc = services()
     scope = svc.tokens.scope(tenant, "jobs", {"state": state, "tag": tag or None})
