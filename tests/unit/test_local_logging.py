@@ -106,7 +106,10 @@ def up_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callab
 
     def up(body: RunUp) -> int:
         monkeypatch.setattr(local.demo, "run_up", lambda config, stop_requested, **kw: body(stop_requested))
-        return local.cli.up(local.cli.build_parser().parse_args(["up", "--state-dir", str(tmp_path)]))
+        # a free API port (QA31: the default 8080 failed both tests while any local mode, a
+        # developer's make run, held it)
+        argv = ["up", "--state-dir", str(tmp_path), "--api-port", "0"]
+        return local.cli.up(local.cli.build_parser().parse_args(argv))
 
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
