@@ -257,6 +257,12 @@ def run_component(name: str, body: Any, config: LocalConfig) -> int:
     except (KeyboardInterrupt, StoppedWaiting):
         return 0
     finally:
+        # Stopped: a further SIGTERM (the supervisor's, after the group's) is nothing. Python's
+        # finalization gives a signal it had a handler for its default action back, so one arriving
+        # as the process exits killed it ("stopped auditor (killed by SIGTERM)", QA31); an ignored
+        # one stays ignored.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         pid_file = config.pid_file(name)
         try:
             if pid_file.read_text().strip() == str(os.getpid()):
