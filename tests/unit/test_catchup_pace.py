@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,8 +23,11 @@ from punctual.dispatch.polling.catchup_pace import (
     MIN_WINDOW,
     NO_DRAIN_S,
     READ_EVERY_S,
+    READ_TIMEOUT_S,
     STANDING_S,
+    BackgroundCount,
     CatchUpPace,
+    NotYet,
 )
 from punctual.dispatch.queues import MemoryQueues
 from simulation import SHORT, catch_up_beside_another_tenant
@@ -362,3 +367,49 @@ def test_spend_keeps_what_the_batches_before_a_failure_sent() -> None:
     with pytest.raises(RuntimeError):
         spend(release, lambda: True, 60, 20, into)
     assert into.released == sum(calls[:2]) == 6  # (two timers, then four: each counted as it went)
+
+
+def test_a_read_off_the_loop_that_hangs_never_holds_the_poller_or_its_catch_up() -> None:
+    # Given a backlog read over the network that hangs (a throttled GetQueueAttributes retrying)
+    release = threading.Event()
+    started = threading.Event()
+
+    def hangs() -> int:
+        started.set()
+        release.wait(30)
+        return 5
+
+    pace = CatchUpPace(BackgroundCount(hangs))
+    try:
+        # Then the poller's loop is never held: each ask answers at once; catch-up waits for the
+        # first figure only briefly, then goes unpaced
+        # (a call that waited on the read would answer its figure, not 0)
+        assert pace.allowance(_at(0), 0) == 0
+        assert started.wait(10)
+        assert pace.allowance(_at(READ_TIMEOUT_S / 2), 0) == 0
+        assert pace.allowance(_at(READ_TIMEOUT_S), 0) is None
+    finally:
+        release.set()
+    # And once it answers, the pace has its figure
+    deadline = time.monotonic() + 30
+    seconds = READ_TIMEOUT_S
+    while pace.allowance(_at(seconds), 0) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+        seconds += READ_EVERY_S
+    assert pace.window - 5 == pace.allowance(_at(seconds), 0)
+
+
+def test_a_read_off_the_loop_answers_the_figure_of_the_read_before() -> None:
+    values = iter([7, 9, 11])
+    count = BackgroundCount(lambda: next(values))
+    with pytest.raises(NotYet):
+        count()  # the first read starts
+    answers = []
+    deadline = time.monotonic() + 30
+    while len(answers) < 2 and time.monotonic() < deadline:
+        try:
+            answers.append(count())  # (each answer starts the next read)
+        except NotYet:
+            time.sleep(0.01)
+    assert answers == [7, 9]

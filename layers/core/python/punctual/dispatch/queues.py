@@ -640,6 +640,8 @@ class SqsQueues:
             retry.append(receipts[int(failed["Id"])])
         return retry
 
+    waiting_is_remote = True  # (the pace reads it off the poller's loop)
+
     def waiting(self, queue_urls: Sequence[str]) -> int:
         """Messages visible in ``queue_urls`` (SQS's approximate count; one GetQueueAttributes a
         queue, side by side): the backlog the poller paces catch-up by

@@ -30,7 +30,9 @@ it can see drain:
   can take): what it sent not showing is no sign it was taken;
 * a level the count stood on, and not under, for :data:`STANDING_S` (messages no worker takes
   now) is not counted (:meth:`CatchUpPace.standing`);
-* the count cannot be read (a throttle, a queue port that cannot count): nothing is held;
+* the count cannot be read (a throttle, a queue port that cannot count), or its read (off the
+  poller's loop, :class:`BackgroundCount`: a throttled read never holds the minute's on-time
+  releases) has not answered in :data:`READ_TIMEOUT_S`: nothing is held;
 * while held, one CATCHUP timer still goes out every :data:`FLOOR_EVERY_S`, whatever the figures.
 
 SQS's count is approximate and may lag the queues (stale low: more is sent than the window;
@@ -51,6 +53,7 @@ each holds sooner).
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -71,6 +74,9 @@ FLOOR_EVERY_S = 15.0  # while held, one timer still goes out this often
 # holding catch-up would share nothing, so it goes out unpaced. Longer than the pauses of workers
 # that are all busy with runs of a few seconds, when holding it is what keeps the queues short.
 NO_DRAIN_S = 10.0
+# A backlog read off the loop (BackgroundCount) still unanswered this long: catch-up goes unpaced
+# until it answers (never held on a read that hangs).
+READ_TIMEOUT_S = 2.0
 # A count that has not gone under a level for this long while a window's worth stood over it:
 # that level is messages no worker takes (FIFO groups behind a running slot, a count behind), not
 # a line in front of what is sent next, and it holds nothing (:meth:`CatchUpPace.standing`).
@@ -82,6 +88,50 @@ class CountsWaiting(Protocol):
     """A queue port that can say how many messages wait (visible, not yet received) in queues."""
 
     def waiting(self, queue_urls: Sequence[str]) -> int: ...
+
+
+class NotYet(Exception):
+    """The count's read is still running (off the poller's loop): no new figure yet."""
+
+
+class BackgroundCount:
+    """A count read off the poller's loop.
+
+    SQS's ``GetQueueAttributes`` goes through the poller's client, whose retries under a throttle
+    (standard mode, backing off) would hold the poller's loop, and the minute's on-time releases
+    with it, for seconds. So each call starts a read when none runs and answers the one that ended
+    since it was last asked, else raises :class:`NotYet` at once: the pace works on figures one
+    read old, and a read that hangs only leaves it unpaced (:data:`READ_TIMEOUT_S`).
+    """
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count = count
+        self._lock = threading.Lock()
+        self._running = False
+        self._done: tuple[int | None, Exception | None] | None = None
+
+    def __call__(self) -> int:
+        with self._lock:
+            done, self._done = self._done, None
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="backlog-read", daemon=True).start()
+        if done is None:
+            raise NotYet
+        value, error = done
+        if error is not None:
+            raise error
+        assert value is not None
+        return value
+
+    def _run(self) -> None:
+        result: tuple[int | None, Exception | None]
+        try:
+            result = (int(self._count()), None)
+        except Exception as exc:
+            result = (None, exc)
+        with self._lock:
+            self._done, self._running = result, False
 
 
 class CatchUpPace:
@@ -105,6 +155,7 @@ class CatchUpPace:
         self._counts: deque[tuple[datetime, int]] = deque()  # (read at, waiting), 2 x STANDING_S
         self._drained_at: datetime | None = None  # the last read that found some taken (or the first read)
         self._last_release: datetime | None = None
+        self._asked_at: datetime | None = None  # a read off the loop asked for, not answered yet
         self._held = False
         self._warned = False
 
@@ -115,7 +166,9 @@ class CatchUpPace:
         if not queue_urls or not isinstance(queues, CountsWaiting):
             return cls(None)
         urls = tuple(queue_urls)
-        return cls(lambda: queues.waiting(urls))
+        count: Callable[[], int] = lambda: queues.waiting(urls)  # noqa: E731
+        # A count over the network is read off the loop (an in-memory one answers at once)
+        return cls(BackgroundCount(count) if getattr(queues, "waiting_is_remote", False) else count)
 
     def allowance(self, now: datetime, sent_total: int) -> int | None:
         """Owed slots that may be sent now: None, any number (a slice's worth); 0, none yet.
@@ -125,6 +178,14 @@ class CatchUpPace:
         self._sent = max(self._sent, sent_total)
         self._read(now)
         if self._waiting is None:
+            # Never read yet, its first read (off the loop) still running: wait for it, briefly
+            asked = self._asked_at
+            if (
+                asked is not None
+                and self._read_at is None
+                and now - asked < timedelta(seconds=READ_TIMEOUT_S)
+            ):
+                return 0
             return None
         if self._drained_at is not None and now - self._drained_at >= timedelta(seconds=NO_DRAIN_S):
             return None  # nothing takes the queues: holding would share nothing
@@ -194,12 +255,23 @@ class CatchUpPace:
             return
         try:
             waiting = max(0, int(self.count()))
+        except NotYet:  # (a read off the loop, still running: the figures stay as they were)
+            self._asked_at = self._asked_at or now
+            if now - self._asked_at >= timedelta(seconds=READ_TIMEOUT_S) and self._waiting is not None:
+                log.warning(
+                    "the short lane's backlog read has not answered in %.0f s: catch-up goes unpaced",
+                    READ_TIMEOUT_S,
+                )
+                self._waiting = None
+            return
         except Exception:
+            self._asked_at = None
             if not self._warned:
                 self._warned = True
                 log.warning("reading the short lane's backlog failed: catch-up goes unpaced", exc_info=True)
             self._read_at, self._waiting, self._sent_at_read = now, None, self._sent
             return
+        self._asked_at = None
         offered = None if self._waiting is None else self._waiting + self._sent - self._sent_at_read
         if self._drained_at is None or not offered:
             self._drained_at = now  # (the first read; or nothing offered: nothing to take)
@@ -258,4 +330,4 @@ def spend(
     return report
 
 
-__all__ = ["CatchUpPace", "CountsWaiting", "spend"]
+__all__ = ["BackgroundCount", "CatchUpPace", "CountsWaiting", "NotYet", "spend"]
