@@ -474,3 +474,27 @@ def test_jobs_upcoming_lists_the_next_slots(served: Served, capsys: pytest.Captu
     assert code == 0 and text.splitlines() == [s["slot"] for s in reply["slots"]]
     code, _, err = run(capsys, "jobs", "upcoming", job["id"], "--count", "0")
     assert code == 2 and err.count("\n") == 1 and "between 1 and 100" in err
+
+
+def test_runs_list_all_follows_every_page(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a job with 250 records (three pages of the most a page holds)
+    code, out, _ = run(capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
+    job = json.loads(out)
+    for minute in range(250):
+        record = Execution(
+            job_id=job["id"],
+            tenant="default",
+            slot=f"2026-11-30T{minute // 60:02d}:{minute % 60:02d}:00Z",
+            scheduled_at=datetime(2026, 11, 30, minute // 60, minute % 60, tzinfo=UTC),
+            status=ExecutionStatus.SUCCEEDED,
+        )
+        served.api.store.save_execution(record, None, ttl_epoch_s=2_000_000_000)
+    # When the history is listed with --all, Then every record is there, newest first, no token
+    code, listed, _ = run(capsys, "runs", "list", job["id"], "--all", "-o", "json")
+    page = json.loads(listed)
+    slots = [r["slot"] for r in page["items"]]
+    assert code == 0 and len(slots) == 250 and slots == sorted(slots, reverse=True)
+    assert page["next_token"] is None
+    # And --all with --next-token is refused as a usage error (the token would be ignored)
+    code, _, err = run(capsys, "runs", "list", job["id"], "--all", "--next-token", "abc")
+    assert code == 2 and "not allowed with argument" in err

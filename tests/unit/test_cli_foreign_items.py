@@ -79,3 +79,15 @@ def test_another_services_json_is_not_the_tenants_jobs_or_runs(
         code, out, err = _run(capsys, *argv, "--endpoint", endpoint, "--tenant", "t")
         assert (code, out) == (1, ""), (code, out, err)
         assert err.count("\n") == 1 and "is not Punctual's API" in err and "internal error" not in err, err
+
+
+def test_a_listing_whose_page_token_comes_back_is_stopped_not_followed_forever(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a service that answers every page with the same next_token (a listing that never ends)
+    page = {"items": [{"id": "a", "name": "a", "state": "ENABLED", "schedule": "rate(1 hour)", "version": 1}], "next_token": "again"}  # fmt: skip
+    for url in _serving(page):
+        # When `--all` follows the pages, Then it stops at the repeated token, exit 1, one line
+        code, out, err = _run(capsys, "jobs", "list", "--all", "--endpoint", url)
+        assert code == 1 and out == ""
+        assert "page token it gave before" in err and len(err.strip().splitlines()) <= 2

@@ -593,6 +593,9 @@ def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
     client = api_client(args)
+    if args.all:
+        runs = list(client.iter_executions(args.job_id, args.status))
+        return emit(args, out, {"items": runs, "next_token": None}, lambda p: _run_rows(p["items"]))
     page = client.list_executions(args.job_id, args.status, args.limit, args.next_token)
     items = list(page["items"])
     # A filtered page may be short, even empty (the API reads 2,000 records a page): fill it.
@@ -774,7 +777,9 @@ def add_runs(verbs: Any) -> None:
     listing.add_argument(
         "--limit", type=limit_arg, default=20, metavar="N", help="page size, 1-100 (default 20)"
     )
-    listing.add_argument("--next-token", metavar="TOKEN")
+    pages = listing.add_mutually_exclusive_group()
+    pages.add_argument("--next-token", metavar="TOKEN")
+    pages.add_argument("--all", action="store_true", help="follow every page (the whole history)")
     listing.set_defaults(handler=guarded(_cmd_runs_list))
 
     get = sub.add_parser("get", parents=[common], help="one execution with every attempt")

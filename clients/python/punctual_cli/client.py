@@ -547,6 +547,7 @@ def _items(fetch: Callable[[int, str | None], dict[str, Any]], limit: int | None
     if limit is not None and limit < 0:
         raise ClientInputError(f"limit must not be negative, got {limit}")
     given, token = 0, None
+    seen: set[str] = set()
     while limit is None or given < limit:
         size = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - given)
         page = fetch(size, token)
@@ -556,6 +557,10 @@ def _items(fetch: Callable[[int, str | None], dict[str, Any]], limit: int | None
         token = page.get("next_token")
         if not token:
             return
+        if token in seen:  # (a listing that never ends: the same pages again and again, forever)
+            detail = f"next_token {str(token)[:40]!r} came back after {given} item(s); stopped there"
+            raise ApiError(0, {"title": "the API gave a page token it gave before", "detail": detail})
+        seen.add(token)
 
 
 _HEADER_SOURCES = {
