@@ -413,3 +413,33 @@ def test_a_read_off_the_loop_answers_the_figure_of_the_read_before() -> None:
         except NotYet:
             time.sleep(0.01)
     assert answers == [7, 9]
+
+
+def _answered(count: BackgroundCount) -> None:
+    """Wait (generously) until the read ``count`` runs has answered."""
+    deadline = time.monotonic() + 30
+    while count._running:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_what_was_sent_while_a_read_off_the_loop_ran_is_not_taken_for_drained() -> None:
+    # Given a read off the loop that measures the queue as soon as it starts, before the sends of
+    # the turn that started it, and no worker at all (every message sent stays waiting)
+    queue = Gauge(0)
+    count = BackgroundCount(queue)
+    pace = CatchUpPace(count)
+    sent = 0
+    assert pace.allowance(_at(0), sent) == 0  # (the first read starts)
+    _answered(count)
+    for step in range(1, 8):
+        now = _at(step * READ_EVERY_S)
+        room = pace.allowance(now, sent) or 0
+        _answered(count)  # (the read this turn started measured before the turn's sends)
+        sent += room
+        queue.waiting += room
+        # Then nothing is taken for drained (the figure one read old is paired with what had
+        # been sent when its read began, not when it was answered), and the pace keeps no more
+        # than its window waiting
+        assert not pace.drain_rate(now), f"turn {step}: {sent} sent, {queue.waiting} waiting"
+        assert queue.waiting <= 2 * MIN_WINDOW
