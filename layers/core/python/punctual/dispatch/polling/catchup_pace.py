@@ -27,7 +27,8 @@ it can see drain:
 * messages waiting and none taken for :data:`NO_DRAIN_S` (nothing takes the queues: workers all
   down, or a test without workers): nothing is held, since holding would share nothing. A count
   that stays put while the poller sends is such a case too (frozen behind, or messages no worker
-  can take): what it sent not showing is no sign it was taken;
+  can take): what it sent not showing is no sign it was taken. A count that rose by more than the
+  poller sent is not: others send there too (other shard groups), hiding what was taken;
 * a level the count stood on, and not under, for :data:`STANDING_S` (messages no worker takes
   now) is not counted (:meth:`CatchUpPace.standing`);
 * the count cannot be read (a throttle, a queue port that cannot count), or its read (off the
@@ -47,7 +48,8 @@ requests, $0.0004), nothing otherwise; not an action FIFO's per-queue quota coun
 What it does not do: order the owed slots of two tenants fairly against each other (each release
 still takes them one tenant at a time, :mod:`.fairness`), or see the other shard groups' sends
 (each group's poller counts only its own; what the others send makes the queues read fuller, so
-each holds sooner).
+each holds sooner, and sees less drain: a count that rose by more than it sent is not taken for
+none drained, else several groups catching up at once each went unpaced after :data:`NO_DRAIN_S`).
 """
 
 from __future__ import annotations
@@ -299,6 +301,11 @@ class CatchUpPace:
             # messages no worker can take: FIFO groups behind a running slot) shows nothing of
             # its sends, and that is no sign of workers taking them.
             if drained and (waiting != self._waiting or waiting < self.window):
+                self._drained_at = now
+            elif waiting > offered:
+                # Up by more than it sent: others send here too (other shard groups, the resend
+                # watch), and what they sent hides what was taken. No sign that nothing drains:
+                # taken for one, every group went unpaced and flooded the queues (QA31).
                 self._drained_at = now
             rate = self.drain_rate(now) or 0.0
             if waiting == 0:  # the workers took everything offered: offer more
