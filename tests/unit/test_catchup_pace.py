@@ -469,3 +469,22 @@ def test_a_backlog_others_fill_faster_than_the_workers_take_it_is_no_backlog_not
     for step in range(len(allowed), len(allowed) + int(NO_DRAIN_S / READ_EVERY_S) + 1):
         last = pace.allowance(_at(step * READ_EVERY_S), sent)
     assert last is None
+
+
+def test_a_clock_stepped_back_does_not_hold_a_catch_up_longer_than_the_floor() -> None:
+    # Given a held catch-up (a backlog the workers drain 10 a second, never under the window)
+    gauge = Gauge(10_000)
+    pace = CatchUpPace(gauge)
+    assert pace.allowance(_at(0), 0) == 0
+    # When the poller's clock is stepped back a minute (a wall clock set back) and runs on
+    start, seconds, floor = -60.0, -60.0, None
+    while seconds < start + 2 * FLOOR_EVERY_S and floor is None:
+        gauge.waiting -= 5
+        room = pace.allowance(_at(seconds), 0)
+        if room:
+            floor = seconds
+        seconds += READ_EVERY_S
+    # Then the figures are read on, and the floor's timer still goes out within FLOOR_EVERY_S
+    # of the clock's new time, not once the clock is back where it was (a minute more held)
+    assert gauge.reads > 2
+    assert floor is not None and floor - start <= FLOOR_EVERY_S + READ_EVERY_S

@@ -188,6 +188,7 @@ class CatchUpPace:
         ``sent_total``: every message this poller sent so far (on-time slots too: they fill the
         same queues, and the drain is what was there and sent less what is there now)."""
         self._sent = max(self._sent, sent_total)
+        self._rebase(now)
         self._read(now)
         if self._waiting is None:
             # Never read yet, its first read (off the loop) still running: wait for it, briefly
@@ -259,6 +260,24 @@ class CatchUpPace:
             return 0
         low = min(older)
         return low if min(recent) >= low >= self.window else 0
+
+    def _rebase(self, now: datetime) -> None:
+        """A clock set back (a time noted after ``now``): each wait counts from ``now`` and the next
+        read is due, else the figures froze and the floor waited until the clock came back to
+        where it was (a minute set back held a catch-up a minute more)."""
+        noted = (self._read_at, self._drained_at, self._last_release, self._asked_at)
+        if all(at is None or at <= now for at in noted):
+            return
+        if self._read_at is not None and self._read_at > now:
+            self._read_at = now - timedelta(seconds=READ_EVERY_S)
+        if self._drained_at is not None:
+            self._drained_at = min(self._drained_at, now)
+        if self._last_release is not None:
+            self._last_release = min(self._last_release, now)
+        if self._asked_at is not None:
+            self._asked_at = min(self._asked_at, now)
+        self._drains = deque(d for d in self._drains if d[0] <= now)
+        self._counts = deque(c for c in self._counts if c[0] <= now)
 
     def _read(self, now: datetime) -> None:
         if self.count is None:
