@@ -488,3 +488,44 @@ def test_a_clock_stepped_back_does_not_hold_a_catch_up_longer_than_the_floor() -
     # of the clock's new time, not once the clock is back where it was (a minute more held)
     assert gauge.reads > 2
     assert floor is not None and floor - start <= FLOOR_EVERY_S + READ_EVERY_S
+
+
+def test_a_past_minutes_batch_is_counted_when_its_progress_mark_cannot_be_written() -> None:
+    # Given a minute whose poller died (200 one-slot fire timers) and a store that fails to
+    # write progress marks (throttled)
+    from factories import spec
+    from punctual.dispatch.polling import Poller, PollerConfig
+    from punctual.dispatch.polling.catchup import CatchUp
+    from punctual.dispatch.polling.catchup_pace import spend
+    from punctual.dispatch.polling.release import ReleaseReport
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.timing.timers import Lane
+    from punctual.usecases.jobs import JobService, QueueRouting
+    from simulation import LAYOUT, LONG
+
+    class NoMarks(MemoryStore):
+        def put_progress(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            raise RuntimeError("throttled")
+
+    clock = ManualClock(T - timedelta(minutes=2))
+    store, queues = NoMarks(), MemoryQueues(clock.now)
+    config = PollerConfig(layout=LAYOUT, short_queue_urls=(SHORT,), long_queue_urls=(LONG,))
+    jobs = JobService(store, queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    due = T + timedelta(seconds=30)
+    for i in range(200):
+        jobs.register(f"tenant-{i % 5}", spec("rate(1 hour)", start_at=due.isoformat()))
+    clock.set(T + timedelta(minutes=1, seconds=30))
+    poller = Poller(store, queues, clock, config)
+    shards = {Lane.FAR: list(range(LAYOUT.shard_count)), Lane.NEAR: list(range(LAYOUT.near_shard_count))}
+    catchup = CatchUp(store, poller.releaser, config, 0, 1, shards)
+    catchup.plan(T + timedelta(minutes=1))
+    assert catchup.pending
+    # When a paced turn releases some of it (each batch's mark fails to be written)
+    into = ReleaseReport()
+    spend(lambda n: catchup.slice(clock.now(), n), lambda: catchup.open is not None, 100, 50, into)
+    # Then every slot sent is in the minute's report (what the pace counts as sent), and the
+    # minute stays open for the next slice
+    sent = len(queues.queues.get(SHORT, []))
+    assert 0 < sent < 200 and into.released == sent
+    assert catchup.open is not None

@@ -105,15 +105,21 @@ class CatchUp:
         report = current.drain.release_due(
             to_ms(now), limit=limit or self.config.catchup_timers_per_slice, everything=True
         )
-        if len(current.drain):
-            through = current.drain.released_through_ms
-            if through is not None:
-                self.store.put_progress(current.minute, self.group, self.group_count, through)
-            return report
-        for lane, shards in current.shards.items():
-            if shards:
-                self.store.advance_watermarks(lane, shards, current.minute + _MINUTE)
-        self.open = None
+        # What was sent is returned (counted) even when the marks after it fail: a mark not
+        # moved only makes a restart read more of the minute (its release checks the records),
+        # and a minute whose watermarks did not move stays open, to move them at the next slice.
+        try:
+            if len(current.drain):
+                through = current.drain.released_through_ms
+                if through is not None:
+                    self.store.put_progress(current.minute, self.group, self.group_count, through)
+                return report
+            for lane, shards in current.shards.items():
+                if shards:
+                    self.store.advance_watermarks(lane, shards, current.minute + _MINUTE)
+            self.open = None
+        except Exception:
+            log.exception("marking catch-up of minute %s failed; will retry", f"{current.minute:%H:%M}")
         return report
 
     def _open_next(self, now: datetime) -> bool:
