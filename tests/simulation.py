@@ -307,12 +307,14 @@ def catch_up_beside_another_tenant(
     minutes: int = 3,
     count_lag_s: float = 0.0,
     count: Callable[[int], int] | None = None,
+    groups: int = 1,
 ) -> CatchUpBeside:
     """``jobs_owing`` rate(1 second) jobs of one tenant ran, then 7 minutes with no poller (420
     slots owed each, catch-up policy all), and another tenant's rate(5 seconds) job starting as
     the pollers come back; workers (:class:`SteadyWorkers`) that claim ``rate`` a second, the
     queues counted (``counted``: the backlog the pollers pace catch-up by, ``count_lag_s`` behind,
-    or what ``count`` makes of the messages waiting) or not."""
+    or what ``count`` makes of the messages waiting) or not; ``groups`` shard groups, each its own
+    poller (and pace) over the same queues."""
     from factories import spec
     from punctual.usecases.jobs import JobService, QueueRouting
 
@@ -329,12 +331,14 @@ def catch_up_beside_another_tenant(
         jobs.register("acme", spec("rate(1 second)", start_at=start.isoformat()))[0].id
         for _ in range(jobs_owing)
     }
-    sim.run([start - timedelta(minutes=1), start], until=start + timedelta(seconds=70))
+    pollers = [sim.poller(lane=(group, groups)) for group in range(groups)]
+    sim.run([start - timedelta(minutes=1), start], until=start + timedelta(seconds=70), pollers=pollers)
     back = start + timedelta(minutes=8)
     clock.set(back - timedelta(seconds=10))
     first = (back + timedelta(seconds=2)).isoformat()
     other, _ = jobs.register("globex", spec("rate(5 seconds)", start_at=first))
-    sim.run([back + timedelta(minutes=m) for m in range(minutes)], until=back + timedelta(minutes=minutes))
+    minutes_back = [back + timedelta(minutes=m) for m in range(minutes)]
+    sim.run(minutes_back, until=back + timedelta(minutes=minutes), pollers=pollers)
 
     def instant(slot: str) -> datetime:
         return datetime.fromisoformat(slot.replace("Z", "+00:00"))

@@ -208,6 +208,17 @@ def test_a_count_that_lags_behind_never_stops_a_catch_up(lag_s: float) -> None:
     assert len(behind.late) == 36 and max(behind.late) <= max(unpaced.late) + 0.5
 
 
+def test_two_shard_groups_catching_up_at_once_each_with_its_own_pace() -> None:
+    # Given four jobs owing 420 slots each, spread over two shard groups whose pollers each pace
+    # by the same short queues while counting only their own sends, workers claiming 20 a second
+    paced = catch_up_beside_another_tenant(20.0, counted=True, jobs_owing=4, minutes=4, groups=2)
+    # Then every owed slot runs, once, and so does every slot of the other tenant
+    assert paced.ran == 4 * 720 and len(paced.late) == 48
+    # And the other tenant's slots wait behind at most a window of each group (4.5 to 10 s over
+    # hash seeds; one group 4.5 s; unpaced 69 to 113 s, the resend watch re-sending the backlog)
+    assert max(paced.late) < 15.0
+
+
 def _dead_pollers_minute(counted: bool, jobs_due: int) -> list[float]:
     """``jobs_due`` rate(1 hour) jobs of five tenants due at 12:00:30, whose minute's poller died
     (the next minute's catches it up); workers claiming 1,000 a second. Each slot's fire delay."""
