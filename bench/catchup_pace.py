@@ -21,18 +21,22 @@ sys.path.insert(0, str(benchlib.ROOT / "tests"))
 
 from simulation import catch_up_beside_another_tenant  # (tests/ is put on the path just above)
 
-CASES = [(1, 40.0), (1, 20.0), (1, 10.0), (1, 5.0), (100, 1000.0)]  # (owing jobs, claims a second)
+# (owing jobs, claims a second, shard groups: a poller each, over the same queues)
+CASES = [(1, 40.0, 1), (1, 20.0, 1), (1, 10.0, 1), (1, 5.0, 1), (100, 1000.0, 1), (4, 20.0, 4)]
 
 
 def main() -> None:
     rows, out = [], []
-    for jobs, rate in CASES:
+    for jobs, rate, groups in CASES:
         for counted in (False, True):
-            got = catch_up_beside_another_tenant(rate, counted=counted, jobs_owing=jobs)
+            got = catch_up_beside_another_tenant(
+                rate, counted=counted, jobs_owing=jobs, groups=groups, minutes=4 if groups > 1 else 3
+            )
             late = sorted(got.late)
             row = {
                 "owing_jobs": jobs,
                 "claims_per_second": rate,
+                "shard_groups": groups,
                 "paced": counted,
                 "other_p50_s": round(benchlib.percentile(late, 50) or 0.0, 2),
                 "other_max_s": round(max(late), 2),
@@ -46,9 +50,11 @@ def main() -> None:
                 [
                     str(jobs),
                     f"{rate:.0f}",
+                    str(groups),
                     "paced" if counted else "unpaced",
                     f"{row['other_p50_s']:.2f}",
                     f"{row['other_max_s']:.2f}",
+                    str(len(late)),
                     f"{row['last_owed_start_s']:.0f} s",
                     str(got.copies),
                 ]
@@ -57,9 +63,11 @@ def main() -> None:
     headers = [
         "owing jobs",
         "claims/s",
+        "groups",
         "catch-up",
         "other p50 s",
         "other max s",
+        "other slots run",
         "last owed start",
         "copies",
     ]

@@ -331,18 +331,23 @@ def lease_rows(lease: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
 def _catchup_pace_row(cases: list[dict[str, Any]]) -> tuple[str, str, str, str]:
     """bench/catchup_pace.py: another tenant's worst fire delay beside a catch-up, paced (unpaced)."""
 
-    def worst(jobs: int, rate: float, paced: bool) -> float:
+    def worst(key: tuple[int, float, int], paced: bool) -> float:
         return max(
             c["other_max_s"]
             for c in cases
-            if c["owing_jobs"] == jobs and c["claims_per_second"] == rate and c["paced"] is paced
+            if (c["owing_jobs"], c["claims_per_second"], c.get("shard_groups", 1)) == key
+            and c["paced"] is paced
         )
 
-    keys = sorted({(c["owing_jobs"], c["claims_per_second"]) for c in cases}, key=lambda k: (k[0], -k[1]))
+    keys = sorted(
+        {(c["owing_jobs"], c["claims_per_second"], c.get("shard_groups", 1)) for c in cases},
+        key=lambda k: (k[2], k[0], -k[1]),
+    )
     figure = "; ".join(
-        f"{jobs} job{'s' if jobs > 1 else ''} at {rate:,.0f}/s: {worst(jobs, rate, True):.1f} s"
-        f" ({worst(jobs, rate, False):.1f} s)"
-        for jobs, rate in keys
+        f"{k[0]} job{'s' if k[0] > 1 else ''} at {k[1]:,.0f}/s"
+        f"{f' over {k[2]} shard groups' if k[2] > 1 else ''}:"
+        f" {worst(k, True):.1f} s ({worst(k, False):.1f} s)"
+        for k in keys
     )
     return (
         "catch-up beside another tenant, in-process: the other tenant's worst fire delay while one"
