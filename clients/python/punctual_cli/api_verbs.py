@@ -774,12 +774,7 @@ def add_runs(verbs: Any) -> None:
     listing = sub.add_parser("list", parents=[common], help="a job's executions, newest first")
     listing.add_argument("job_id", metavar="JOB", type=job_id_arg)
     listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
-    listing.add_argument(
-        "--limit", type=limit_arg, default=20, metavar="N", help="page size, 1-100 (default 20)"
-    )
-    pages = listing.add_mutually_exclusive_group()
-    pages.add_argument("--next-token", metavar="TOKEN")
-    pages.add_argument("--all", action="store_true", help="follow every page (the whole history)")
+    listing_options(listing, default_limit=20)
     listing.set_defaults(handler=guarded(_cmd_runs_list))
 
     get = sub.add_parser("get", parents=[common], help="one execution with every attempt")

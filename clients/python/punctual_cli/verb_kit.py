@@ -158,11 +158,15 @@ def limit_arg(text: str) -> int:
     return int(text)
 
 
-def listing_options(listing: argparse.ArgumentParser) -> None:
+def listing_options(listing: argparse.ArgumentParser, default_limit: int = 50) -> None:
     """A listing's paging flags: ``--limit`` (a page's size), and ``--next-token`` or ``--all``, not
     both (QA24: ``--all`` began at the first page and ignored the token given, even a forged one)."""
     listing.add_argument(
-        "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
+        "--limit",
+        type=limit_arg,
+        default=default_limit,
+        metavar="N",
+        help=f"page size, 1-100 (default {default_limit})",
     )
     pages = listing.add_mutually_exclusive_group()
     pages.add_argument("--next-token", metavar="TOKEN")

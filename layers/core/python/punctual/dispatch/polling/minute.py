@@ -333,10 +333,11 @@ class MinutePoll:
         try:
             if allowed is not None:  # paced: as many timers as the allowance's slots fill
                 self._spend(lagging, allowed, limit)
-            if allowed is None and lagging:
-                self.report.merge(self.drain.release_lagging(limit))
-            if allowed is None and past:
-                self.report.merge(self.catchup.slice(self.clock.now(), limit))
+            else:
+                if lagging:
+                    self.report.merge(self.drain.release_lagging(limit))
+                if past:
+                    self.report.merge(self.catchup.slice(self.clock.now(), limit))
             self.pace.released(now)
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)
         except Exception:
