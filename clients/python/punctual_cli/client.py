@@ -11,6 +11,7 @@ says (``retry=RetryPolicy(max_attempts=1)``: never).
 
 from __future__ import annotations
 
+import html
 import http.client
 import itertools
 import json
@@ -251,7 +252,7 @@ class PunctualClient:
             try:
                 reply = self._send(method, url, data, signed)
                 if answers is not None and not _answered(reply.body, answers):
-                    raise self._not_the_api(reply.status, json.dumps(reply.body))
+                    raise self._not_the_api(reply.status, _shown_body(reply.body))
                 return reply
             except ApiError as exc:
                 wait = _retry_wait(self.retry, exc, method, sent, attempt, began, repeatable_post)
@@ -279,8 +280,12 @@ class PunctualClient:
                 # JSON, but no error the API (or API Gateway) answers: another service on that port
                 # (QA22: local mode's webhook receiver, one port over, was "404 error")
                 raise self._not_the_api(exc.code, json.dumps(parsed)) from None
+            if parsed is not None and not isinstance(parsed, dict) and exc.code < 500 and exc.code != 429:
+                # A page or text: the API's errors (and API Gateway's) are JSON objects. 5xx and
+                # 429 stay what they are, retried (a load balancer's 502 page), shown without markup
+                raise self._not_the_api(exc.code, _shown_body(parsed)) from None
             problem = (
-                parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
+                parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": _shown_body(parsed)}
             )
             raise ApiError(exc.code, problem, dict(exc.headers.items())) from None
         except TimeoutError:  # connected and sent; no answer in time (a connect timeout is a URLError)
@@ -637,6 +642,19 @@ def _answered(body: Any, answers: str | tuple[str, ...]) -> bool:
     return isinstance(objects, list) and all(
         isinstance(each, dict) and all(name in each for name in held) for each in objects
     )
+
+
+_MARKUP = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.IGNORECASE | re.DOTALL)
+
+
+def _shown_body(body: Any) -> str:
+    """An answer's body as one short line: JSON as sent, a page's text without its markup
+    (QA: a web server's 404 page was shown whole, ``<!DOCTYPE HTML> <html lang=...``)."""
+    if body is None:
+        return ""
+    if not isinstance(body, str):
+        return json.dumps(body)
+    return " ".join(html.unescape(_MARKUP.sub(" ", body)).split())
 
 
 def _parse(data: bytes) -> Any:
