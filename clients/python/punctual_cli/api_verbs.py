@@ -21,7 +21,7 @@ from typing import Any, TextIO, cast
 
 from punctual.models import ExecutionStatus, JobSpec, KeyGivenTwice, unique_keys
 from punctual.models.targets import target_arn
-from punctual.timing.timers import is_slot_key
+from punctual.timing.timers import is_slot_key, slot_key_of
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
 from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.retries import RetryPolicy
@@ -615,6 +615,7 @@ def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
     first, dots, last = (args.slot or "").partition("..")
     if dots and is_slot_key(first) and is_slot_key(last):
         args.slot = first  # a MISSED range as runs list prints it (QA24: "is not a slot key", exit 2)
+    args.slot = slot_key_of(args.slot) or args.slot  # (its instant in another RFC 3339 form: QA32)
     if args.slot and not is_slot_key(args.slot):  # (QA: the API's 404, exit 1, for what is bad input)
         raise CliInputError(f"{args.slot[:80]!r} is not a slot key: its UTC instant, as 2026-11-30T02:00:00Z")
     return emit(args, out, api_client(args).get_execution(args.job_id, args.slot), _run_detail)

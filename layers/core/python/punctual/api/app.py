@@ -64,7 +64,7 @@ from punctual.models import (
 )
 from punctual.store.base import UnreadableJobError
 from punctual.store.listing import tag_filter_refusal
-from punctual.timing.timers import is_slot_key
+from punctual.timing.timers import is_slot_key, slot_key_of
 from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
@@ -113,7 +113,10 @@ JobId = Annotated[
 SlotKey = Annotated[
     str,
     Path(
-        description="The slot key, URL-encoded (2026-11-30T09%3A32%3A00Z).",
+        description=(
+            "The slot key, URL-encoded (2026-11-30T09%3A32%3A00Z); its instant in another RFC 3339"
+            " form names it too (2026-11-30T10%3A32%3A00%2B01%3A00, 2026-11-30T09%3A32%3A00.000Z)."
+        ),
         examples=["2026-11-30T09%3A32%3A00Z"],
     ),
 ]
@@ -475,13 +478,16 @@ def _live_at() -> int:
 def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
     job = job_id_of(job_id)
-    slot_key = unquote(slot)
+    asked = unquote(slot)
+    slot_key = slot_key_of(asked) or asked  # its instant written as RFC 3339 otherwise names it too
     known = is_slot_key(slot_key)
     execution = services().store.get_execution(tenant, job, slot_key, _live_at()) if known else None
     if execution is None and known:
         return _in_a_missed_range(tenant, job, slot_key)
-    if execution is None:
-        raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
+    if execution is None:  # (not a slot: no record can have it, but say what a slot key is)
+        raise problems.not_found(
+            f"{slot_key[:80]!r} is not a slot key: its UTC instant, as 2026-11-30T02:00:00Z"
+        )
     return ExecutionOut.of(execution, _of_a_deleted_job(execution, _job_created(tenant, job)))
 
 

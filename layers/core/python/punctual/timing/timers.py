@@ -302,6 +302,31 @@ def is_slot_key(text: str) -> bool:
     return True
 
 
+# An RFC 3339 instant as clients write one: any offset or Z, a fraction, t and z in lowercase
+_RFC3339_INSTANT = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def slot_key_of(text: str) -> str | None:
+    """The slot key ``text`` names, or None when it names none: the key itself, or its instant
+    written as RFC 3339 otherwise (``2026-11-30T03:00:00+01:00``, JavaScript's ``...00.000Z``,
+    Python's ``+00:00``), a run-now slot's mark kept. A fraction other than zero names no slot
+    (a slot is a whole second). QA32: such a form of a slot that ran answered 404 "no execution"."""
+    instant, mark, suffix = text.partition("~")
+    found = _RFC3339_INSTANT.fullmatch(instant)
+    if found is not None and not is_slot_key(text):
+        day, clock, fraction, offset = found.groups()
+        if (fraction or "").strip("0"):
+            return None
+        try:
+            parsed = datetime.fromisoformat(f"{day}T{clock}{'+00:00' if offset in 'Zz' else offset}")
+            text = slot_key(parsed) + mark + suffix
+        except (ValueError, OverflowError):  # no such day or time; past year 1 or 9999 in UTC
+            return None
+    return text if is_slot_key(text) else None
+
+
 @lru_cache(maxsize=4096)
 def slot_instant(key: str) -> datetime:
     """The nominal instant of a slot key (manual triggers carry a ``~suffix``). Cached: a poller
