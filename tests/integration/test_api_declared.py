@@ -146,7 +146,7 @@ def test_local_mode_refuses_two_different_tenant_headers() -> None:
 @pytest.mark.parametrize(
     ("method", "path", "unknown", "declared"),
     [
-        ("GET", "/v1/jobs/{job}/executions?stat=FAILED", "stat", "limit, next_token, status"),
+        ("GET", "/v1/jobs/{job}/executions?stat=FAILED", "stat", "limit, next_token, since, status, until"),
         ("GET", "/v1/jobs?limit=5&State=PAUSED", "State", "limit, next_token, state, tag"),
         ("GET", "/v1/jobs/{job}?version=1", "version", "none"),
         ("POST", "/v1/jobs/{job}/rotate-secret?drop_prev=true", "drop_prev", "drop_previous"),

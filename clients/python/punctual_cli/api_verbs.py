@@ -1,4 +1,4 @@
-"""The API verbs of the ``punctual`` command: ``jobs ...`` and ``runs ...``.
+"""The API verbs of the ``punctual`` command: ``jobs ...``, and ``runs ...`` (:mod:`punctual_cli.run_verbs`).
 
 Registered by :mod:`punctual_cli.cli` through :data:`API_VERBS`. Every verb talks to the API
 with :class:`~punctual_cli.client.PunctualClient`: endpoint from ``--endpoint`` or
@@ -19,25 +19,27 @@ from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any, TextIO, cast
 
-from punctual.models import ExecutionStatus, JobSpec, KeyGivenTwice, unique_keys
+from punctual.models import JobSpec, KeyGivenTwice, unique_keys
 from punctual.models.targets import target_arn
-from punctual.timing.timers import is_slot_key, slot_key_of
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
 from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.retries import RetryPolicy
+from punctual_cli.run_verbs import add_runs
 from punctual_cli.spec_check import require_schedule_and_target
 from punctual_cli.verb_kit import (
     CliInputError,
     api_client,
-    common_options,
+    cut,
     emit,
     guarded,
     job_id_arg,
     limit_arg,
     listing_options,
+    marked_status,
     no_json_constant,
     read_input,
     table,
+    verb_group,
     version_arg,
     zone_arg,
 )
@@ -46,11 +48,6 @@ from punctual_cli.verb_kit import (
 
 
 TEXT_PAYLOAD_TYPE = "text/plain; charset=utf-8"  # what --payload-text sends a webhook as
-
-
-def _cut(text: Any, width: int) -> str:
-    value = "" if text is None else str(text)
-    return value if len(value) <= width else value[: width - 1] + "…"
 
 
 def _unreadable(job: Mapping[str, Any]) -> str | None:
@@ -70,9 +67,9 @@ def _job_rows(jobs: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
             j["id"],
-            _cut(j.get("name"), 30),
+            cut(j.get("name"), 30),
             j["state"],
-            _cut("(unreadable: see jobs get)" if j.get("unreadable") else j["schedule"], 32),
+            cut("(unreadable: see jobs get)" if j.get("unreadable") else j["schedule"], 32),
             j.get("timezone", ""),
             j.get("next_fire_at") or "-",
             str(j["version"]),
@@ -135,70 +132,19 @@ def _deliveries(alert: Mapping[str, Any]) -> str:
     return ", ".join(said) or "-"
 
 
-def _status(record: Mapping[str, Any]) -> str:
-    """A record's status, marked when it is a deleted job's (the API's ``job_deleted``; QA28: the
-    history of a job created again at its id listed the deleted job's failures as its own)."""
-    return f"{record['status']} (deleted job)" if record.get("job_deleted") else str(record["status"])
-
-
 def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
             a["slot"],
             a["condition"],
-            _status(a),
+            marked_status(a),
             a.get("created_at") or "-",
-            _cut(_deliveries(a), 50),
-            _cut(a.get("summary") or "", 60),
+            cut(_deliveries(a), 50),
+            cut(a.get("summary") or "", 60),
         ]
         for a in alerts
     ]
     return table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "DELIVERIES", "SUMMARY"])
-
-
-def _range_of(run: Mapping[str, Any]) -> tuple[int, str] | None:
-    """A MISSED range record's slot count and last slot (None: the record is one slot's)."""
-    count, last = run.get("slot_count") or 1, run.get("last_slot")
-    return (count, last) if count > 1 and last else None
-
-
-def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
-    # A range record stands for many slots: say so (QA23: it read as one missed slot)
-    rows = [
-        [
-            f"{r['slot']}..{span[1]}" if (span := _range_of(r)) else r["slot"],
-            _status(r),
-            str(r["attempt"]),
-            r.get("started_at") or "-",
-            r.get("finished_at") or "-",
-            _cut((f"{span[0]} slots: " if span else "") + (r.get("error") or ""), 40),
-        ]
-        for r in runs
-    ]
-    return table(rows, ["SLOT", "STATUS", "ATTEMPT", "STARTED", "FINISHED", "ERROR"])
-
-
-def _run_detail(run: Mapping[str, Any]) -> str:
-    head = (
-        f"job        {run['job_id']}\nslot       {run['slot']}\nscheduled  {run['scheduled_at']}\n"
-        f"status     {_status(run)} (attempt {run['attempt']})\n"
-    )
-    if span := _range_of(run):  # (a slot inside a range is answered with it: range_slot its first)
-        mine = " (this slot is one of them)" if run.get("range_slot") else ""
-        head += f"slots      {span[0]}, {run.get('range_slot') or run['slot']} to {span[1]}{mine}\n"
-    if run.get("result"):
-        head += f"result     {_cut(run['result'], 100)}\n"
-    attempts = [
-        [
-            str(a["attempt"]),
-            a["status"],
-            a.get("started_at") or "-",
-            a.get("finished_at") or "-",
-            _cut(a.get("error") or "", 50),
-        ]
-        for a in run.get("attempts", [])
-    ]
-    return head + "\n" + table(attempts, ["ATTEMPT", "STATUS", "STARTED", "FINISHED", "ERROR"])
 
 
 # --------------------------------------------------------------------------- input
@@ -591,36 +537,6 @@ def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
     )
 
 
-def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
-    client = api_client(args)
-    if args.all:
-        runs = list(client.iter_executions(args.job_id, args.status))
-        return emit(args, out, {"items": runs, "next_token": None}, lambda p: _run_rows(p["items"]))
-    page = client.list_executions(args.job_id, args.status, args.limit, args.next_token)
-    items = list(page["items"])
-    # A filtered page may be short, even empty (the API reads 2,000 records a page): fill it.
-    while len(items) < args.limit and page.get("next_token"):
-        page = client.list_executions(args.job_id, args.status, args.limit - len(items), page["next_token"])
-        items += page["items"]
-    page = {**page, "items": items}
-
-    def human(p: Mapping[str, Any]) -> str:
-        text = _run_rows(p["items"])
-        return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
-
-    return emit(args, out, page, human)
-
-
-def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
-    first, dots, last = (args.slot or "").partition("..")
-    if dots and is_slot_key(first) and is_slot_key(last):
-        args.slot = first  # a MISSED range as runs list prints it (QA24: "is not a slot key", exit 2)
-    args.slot = slot_key_of(args.slot) or args.slot  # (its instant in another RFC 3339 form: QA32)
-    if args.slot and not is_slot_key(args.slot):  # (QA: the API's 404, exit 1, for what is bad input)
-        raise CliInputError(f"{args.slot[:80]!r} is not a slot key: its UTC instant, as 2026-11-30T02:00:00Z")
-    return emit(args, out, api_client(args).get_execution(args.job_id, args.slot), _run_detail)
-
-
 def _cmd_jobs_alerts(args: argparse.Namespace, out: TextIO) -> int:
     reply = api_client(args).list_alerts(args.job_id, args.limit)
     return emit(args, out, reply, lambda r: _alert_rows(r["items"]))
@@ -679,10 +595,7 @@ def _spec_flags(
 
 def add_jobs(verbs: Any) -> None:
     """``punctual jobs create|list|get|update|pause|resume|delete|rotate-secret|trigger|alerts|upcoming``."""
-    common = common_options()
-    jobs = verbs.add_parser("jobs", help="register, inspect and change jobs through the API")
-    sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", parser_class=type(jobs))
-    sub.required = True
+    common, sub = verb_group(verbs, "jobs", "register, inspect and change jobs through the API")
 
     create = sub.add_parser("create", parents=[common], help="register a job (from --file or flags)")
     _spec_flags(create)
@@ -763,25 +676,6 @@ def add_jobs(verbs: Any) -> None:
     )
     upcoming.set_defaults(handler=guarded(_cmd_jobs_upcoming))
     add_backfill_action(sub, common)
-
-
-def add_runs(verbs: Any) -> None:
-    """``punctual runs list JOB`` and ``punctual runs get JOB SLOT``."""
-    common = common_options()
-    runs = verbs.add_parser("runs", help="a job's execution history through the API")
-    sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=type(runs))
-    sub.required = True
-
-    listing = sub.add_parser("list", parents=[common], help="a job's executions, newest first")
-    listing.add_argument("job_id", metavar="JOB", type=job_id_arg)
-    listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
-    listing_options(listing, default_limit=20)
-    listing.set_defaults(handler=guarded(_cmd_runs_list))
-
-    get = sub.add_parser("get", parents=[common], help="one execution with every attempt")
-    get.add_argument("job_id", metavar="JOB", type=job_id_arg)
-    get.add_argument("slot", metavar="SLOT", help="e.g. 2026-11-30T09:32:00Z")
-    get.set_defaults(handler=guarded(_cmd_runs_get))
 
 
 API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs, add_calendars, add_backfills]

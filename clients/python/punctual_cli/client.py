@@ -402,20 +402,20 @@ class PunctualClient:
     # ------------------------------------------------------------------ executions
 
     def list_executions(
-        self, job_id: str, status: str | None = None, limit: int = 50, next_token: str | None = None
+        self, job_id: str, status: str | None = None, limit: int = 50, next_token: str | None = None, **q: Any
     ) -> dict[str, Any]:
-        query = {"status": status, "limit": limit, "next_token": next_token}
+        query = {"status": status, "limit": limit, "next_token": next_token, **q}  # q: since, until
         page: dict[str, Any] = self.request(
             "GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query, answers=RUN_PAGE
         ).body
         return page
 
     def iter_executions(
-        self, job_id: str, status: str | None = None, limit: int | None = None
+        self, job_id: str, status: str | None = None, limit: int | None = None, **span: Any
     ) -> Iterator[dict[str, Any]]:
-        """The job's executions, newest slot first (at most ``limit``), following ``next_token``
-        until it is absent (a page filtered by ``status`` may be short, even empty)."""
-        return _items(lambda size, token: self.list_executions(job_id, status, size, token), limit)
+        """The job's executions, newest slot first (at most ``limit``; ``since``, ``until``), following
+        ``next_token`` until it is absent (a page filtered by ``status`` may be short, even empty)."""
+        return _items(lambda size, token: self.list_executions(job_id, status, size, token, **span), limit)
 
     def get_execution(self, job_id: str, slot: str) -> dict[str, Any]:
         execution: dict[str, Any] = self.request(

@@ -1,8 +1,9 @@
 """What every API verb of the ``punctual`` command shares: the common options, the API client they
 build, argument types, output (a table or JSON) and the guard that turns errors into exit statuses.
 
-Both verb modules (:mod:`punctual_cli.api_verbs`, :mod:`punctual_cli.calendar_verbs`) build on
-it; neither imports the other's helpers.
+The verb modules (:mod:`punctual_cli.api_verbs`, :mod:`punctual_cli.run_verbs`,
+:mod:`punctual_cli.calendar_verbs`) build on it; none imports another's helpers (``jobs`` registers
+the ``runs`` verbs beside its own).
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ def read_input(path: str) -> str:
 def no_json_constant(name: str) -> Any:
     """``json.loads``'s ``parse_constant``: NaN and Infinity are not JSON numbers (refused)."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+def cut(text: Any, width: int) -> str:
+    """``text`` in at most ``width`` characters, an ellipsis for what is cut."""
+    value = "" if text is None else str(text)
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def marked_status(record: Mapping[str, Any]) -> str:
+    """A record's status, marked when it is a deleted job's (the API's ``job_deleted``; QA28: the
+    history of a job created again at its id listed the deleted job's failures as its own)."""
+    return f"{record['status']} (deleted job)" if record.get("job_deleted") else str(record["status"])
 
 
 def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
@@ -156,6 +169,15 @@ def limit_arg(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 100:
         raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {text!r}")
     return int(text)
+
+
+def verb_group(verbs: Any, name: str, help_text: str) -> tuple[argparse.ArgumentParser, Any]:
+    """A verb with actions (``punctual NAME ACTION``): the options its actions share, and the
+    place to add them."""
+    group = verbs.add_parser(name, help=help_text)
+    sub = group.add_subparsers(dest=f"{name}_command", metavar="ACTION", parser_class=type(group))
+    sub.required = True
+    return common_options(), sub
 
 
 def listing_options(listing: argparse.ArgumentParser, default_limit: int = 50) -> None:

@@ -30,6 +30,7 @@ from punctual.api.conditional import (
     must_create,
     own_schedule,
 )
+from punctual.api.history import SINCE, UNTIL, window_of, window_page
 from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.paging import within_reply
 from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
@@ -403,8 +404,8 @@ def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Respon
     summary="A job's history",
     description=(
         "Newest slot first; filter by status (a filtered page examines at most 2,000 records: it may "
-        "be short, even empty, while next_token goes on). A deleted job's history stays readable "
-        "until it expires (job_deleted: true)."
+        "be short, even empty, while next_token goes on) and by the slots' instants (since, until). "
+        "A deleted job's history stays readable until it expires (job_deleted: true)."
     ),
     responses=_ok(200, "A page of executions", ExecutionPage, 400, 401, 404, 422),
     tags=["executions"],
@@ -415,15 +416,18 @@ def list_executions(
     status: Annotated[ExecutionStatus | None, Query(description="Only executions in this status.")] = None,
     limit: Limit = 50,
     next_token: NextToken = None,
+    since: Annotated[str | None, Query(max_length=64, description=SINCE)] = None,
+    until: Annotated[str | None, Query(max_length=64, description=UNTIL)] = None,
 ) -> ExecutionPage:
     tenant = _tenant()
     svc = services()
     job = job_id_of(job_id)
+    window = window_of(since, until)
     created = _job_created(tenant, job)
     deleted = created is None
-    scope = svc.tokens.scope(tenant, f"executions:{job}", {"status": status})
+    scope = svc.tokens.scope(tenant, f"executions:{job}", {"status": status, **window.scope()})
     cursor = svc.tokens.decode(next_token, scope)
-    page = svc.store.list_executions(tenant, job, limit, cursor, status, live_at=_live_at())
+    page = window_page(svc.store, tenant, job, limit, cursor, status, window, _live_at())
     if deleted and not page.items and cursor is None and not _has_history(tenant, job):
         raise problems.not_found(f"job {job!r} not found")
     return ExecutionPage(
