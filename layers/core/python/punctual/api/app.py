@@ -231,7 +231,7 @@ def list_jobs(
     page = svc.jobs.list_jobs(tenant, limit, cursor, JobState(state) if state else None, tag or None)
     items: list[JobOut | UnreadableJobOut] = [JobOut.of(job) for job in page.items]
     items += [UnreadableJobOut.of(job) for job in page.unreadable]
-    kept, cursor = within_reply(sorted(items, key=lambda job: job.id), page.cursor)
+    kept, cursor = within_reply(sorted(items, key=lambda job: job.id), page.cursor, lambda job: job.id)
     return JobPage(items=kept, next_token=svc.tokens.encode(cursor, scope))
 
 
@@ -430,11 +430,9 @@ def list_executions(
     page = window_page(svc.store, tenant, job, limit, cursor, status, window, _live_at())
     if deleted and not page.items and cursor is None and not _has_history(tenant, job):
         raise problems.not_found(f"job {job!r} not found")
-    return ExecutionPage(
-        items=[ExecutionOut.of(execution, _of_a_deleted_job(execution, created)) for execution in page.items],
-        next_token=svc.tokens.encode(page.cursor, scope),
-        job_deleted=deleted,
-    )
+    items = [ExecutionOut.of(execution, _of_a_deleted_job(execution, created)) for execution in page.items]
+    kept, cursor = within_reply(items, page.cursor, lambda record: record.slot)
+    return ExecutionPage(items=kept, next_token=svc.tokens.encode(cursor, scope), job_deleted=deleted)
 
 
 def _job_created(tenant: str, job_id: str) -> datetime | None:

@@ -16,7 +16,7 @@ import binascii
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from punctual.api.problems import ApiProblem
@@ -27,9 +27,6 @@ REPLY_BUDGET_BYTES = 5 * 1024 * 1024
 
 
 class _Listed(Protocol):
-    @property
-    def id(self) -> str: ...
-
     def model_dump_json(self) -> str: ...
 
 
@@ -42,17 +39,21 @@ def carried_bytes(text: str) -> int:
     return len(json.dumps(text))
 
 
-def within_reply(items: Sequence[Listed], cursor: str | None) -> tuple[list[Listed], str | None]:
-    """``items`` (in the store's order, by id) up to what a reply carries under Lambda's 6 MB, and
-    the cursor to go on from: the last one kept's id when the page is cut, else ``cursor`` (a page
-    may be shorter than its limit, docs/api.md). At least one item is kept (a job is under 1 MB).
-    QA: 30 jobs of 250 KB payloads made a 7.5 MB page, API Gateway's 502 for every listing."""
+def within_reply(
+    items: Sequence[Listed], cursor: str | None, key: Callable[[Listed], str]
+) -> tuple[list[Listed], str | None]:
+    """``items`` (in the store's order) up to what a reply carries under Lambda's 6 MB, and the
+    cursor to go on from: the last one kept's ``key`` (a job's id, a record's slot) when the page is
+    cut, else ``cursor`` (a page may be shorter than its limit, docs/api.md). At least one item is
+    kept (a job is under 1 MB, a record far less). QA: 30 jobs of 250 KB payloads made a 7.5 MB
+    page, API Gateway's 502 for every listing; QA32: 100 records of 20 attempts, each failed with
+    500 characters of Japanese, an 8 MB page of history (the CLI's runs list --all reads 100)."""
     kept: list[Listed] = []
     carried = 0
     for item in items:
         carried += carried_bytes(item.model_dump_json())
         if kept and carried > REPLY_BUDGET_BYTES:
-            return kept, kept[-1].id
+            return kept, key(kept[-1])
         kept.append(item)
     return kept, cursor
 
