@@ -435,24 +435,24 @@ def list_executions(
     return ExecutionPage(items=kept, next_token=svc.tokens.encode(cursor, scope), job_deleted=deleted)
 
 
-def _job_created(tenant: str, job_id: str) -> datetime | None:
-    """When the job at this id was created; None when there is none (its history is kept until it
-    expires). A job that cannot be read counts as existing since ever."""
+def _job_created(tenant: str, job_id: str) -> tuple[datetime, int] | None:
+    """When the job at this id was created, and the version its spec dates from; None when there is
+    none (its history is kept until it expires). A job that cannot be read counts as existing since ever."""
     try:
-        return services().jobs.get(tenant, job_id).created_at
+        job = services().jobs.get(tenant, job_id)
     except JobNotFoundError:
         return None
     except UnreadableJobError:
-        return datetime.min.replace(tzinfo=UTC)
+        return datetime.min.replace(tzinfo=UTC), 0
+    return job.created_at, job.spec_since
 
 
-def _of_a_deleted_job(execution: Execution, created: datetime | None) -> bool:
+def _of_a_deleted_job(execution: Execution, created: tuple[datetime, int] | None) -> bool:
     """Whether ``execution`` belongs to a job that was deleted: there is no job at its id, or the
-    one there was created after the record's first attempt began (a job re-created at the id of a
-    deleted one, as an EventBridge schedule deleted and created again under its name). A record
-    never started (MISSED, SKIPPED, ...) counts from its slot: a job has no slot before its
-    creation but the ones it backfills, and those start after it."""
-    return created is None or execution.before_job(created)
+    one there is a job re-created at the id of a deleted one (as an EventBridge schedule deleted and
+    created again under its name) and the record is the deleted job's
+    (:meth:`~punctual.models.Execution.shown_as_an_earlier_jobs`)."""
+    return created is None or execution.shown_as_an_earlier_jobs(*created)
 
 
 def _has_history(tenant: str, job_id: str) -> bool:
@@ -505,7 +505,7 @@ def _in_a_missed_range(tenant: str, job_id: str, slot: str) -> ExecutionOut:
         found = slot_of_range(job, missed, slot)
     if missed is None or found is None:
         raise problems.not_found(f"no execution of job {job_id!r} for slot {slot[:80]!r}")
-    created = job.created_at if job is not None else _job_created(tenant, job_id)
+    created = (job.created_at, job.spec_since) if job is not None else _job_created(tenant, job_id)
     return ExecutionOut.of(found, _of_a_deleted_job(found, created), range_slot=missed.slot)
 
 
@@ -534,7 +534,7 @@ def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
     if not alerts and created is None:
         raise problems.not_found(f"job {job!r} not found")
     # (QA28: a job created again at the id listed the deleted job's alerts as its own, unmarked)
-    items = [AlertOut.of(alert, created is None or alert.created_at < created) for alert in alerts]
+    items = [AlertOut.of(alert, created is None or alert.created_at < created[0]) for alert in alerts]
     return AlertList(items=items, job_deleted=created is None)
 
 

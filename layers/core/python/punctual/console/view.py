@@ -292,7 +292,9 @@ def build_view(
         # Not a deleted job's at this id (the API marks them job_deleted: QA21, a job created again
         # showed its predecessor's failures as its own); recent by when they ended (a backfill's
         # failure of a slot days old is recent: QA21, it was left out of the last 24 h)
-        executions = [e for e in history.items if not e.before_job(job.created_at)]
+        executions = [
+            e for e in history.items if not e.shown_as_an_earlier_jobs(job.created_at, job.spec_since)
+        ]
         recent = [e for e in executions if (e.finished_at or e.scheduled_at) >= since]
         failed = [e for e in recent if e.status in FAILED_STATUSES]
         failures.extend((job, e) for e in failed)

@@ -230,6 +230,17 @@ class Execution(_ShallowCopy):
         recorded) after it."""
         return self.first_instant < created
 
+    def shown_as_an_earlier_jobs(self, created: datetime, spec_since: int) -> bool:
+        """Whether the API and the console show this record as an earlier job's at the id of the job
+        created at ``created`` whose spec dates from version ``spec_since`` (``job_deleted``): it
+        began (or was written) before that creation, and it was released for an older version (a
+        job created again starts past the deleted one's versions) or began more than
+        :data:`EARLIER_JOB_MARGIN` before it. QA32: a run-now started just after the creation by a
+        worker whose clock was behind the API's showed as the deleted job's (the console hid it)."""
+        if not self.before_job(created):
+            return False
+        return self.job_version < spec_since or self.first_instant < created - EARLIER_JOB_MARGIN
+
     def of_an_earlier_job(self, created: datetime) -> bool:
         """Whether this record ended before the job created at ``created`` existed, so that a backfill
         of that job runs its slot anew: its first attempt began (or its slot came) more than
