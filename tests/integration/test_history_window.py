@@ -146,3 +146,12 @@ def test_runs_list_takes_a_window(served: Served, capsys: pytest.CaptureFixture[
     assert [item["slot"] for item in json.loads(page)["items"]] == [HOURS[4], HOURS[3]]
     assert [line.split()[0] for line in every.splitlines()[1:]] == HOURS[4:2:-1]
     assert code_bad == 2 and "until" in err and len(err.splitlines()) <= 2
+
+
+def test_a_window_read_to_its_end_in_a_full_page_says_it_is_the_last(api: ApiClient, job_id: str) -> None:
+    full = api.call("GET", f"/v1/jobs/{job_id}/executions?since=2026-11-30T08:00:00Z&limit=2").body
+    ranged = api.call("GET", f"/v1/jobs/{job_id}/executions?since=2026-11-29T23:00:00Z&limit=10").body
+
+    assert [item["slot"] for item in full["items"]] == [HOURS[9], HOURS[8]] and full["next_token"] is None
+    # ten of the window's own records fill the page: the range reaching 23:00 comes on a page of its own
+    assert len(ranged["items"]) == 10 and ranged["next_token"] is not None

@@ -85,12 +85,15 @@ def window_page(
     if since is None:
         return page
     items = [record for record in page.items if record.slot >= since]
-    reached = len(items) < len(page.items) or page.cursor is None or page.cursor < since
+    # (no key below since's own is in the window: a page whose cursor is since's read it to its end)
+    reached = len(items) < len(page.items) or page.cursor is None or page.cursor <= since
     if not reached:
         return Page(items, page.cursor)
     if status not in (None, ExecutionStatus.MISSED):
         return Page(items, None)
-    if len(items) == limit:
-        return Page(items, since)  # its range, if any, on a page of its own
     missed = covering_range(store, tenant, job_id, since, live_at)
-    return Page([*items, missed] if missed is not None else items, None)
+    if missed is None:
+        return Page(items, None)
+    if len(items) == limit:
+        return Page(items, since)  # the range on a page of its own (its cursor: since, read below it)
+    return Page([*items, missed], None)
