@@ -95,6 +95,7 @@ def test_a_window_lists_the_slots_inside_it_page_by_page(
         ("since=", "query.since"),
         ("until=yesterday", "query.until"),
         ("since=0001-01-01T00:00:00%2B01:00", "query.since"),
+        ("until=9999-12-31T23:59:59.5Z", "query.until"),  # no next second
     ],
 )
 def test_a_window_that_is_none_is_a_422_naming_it(

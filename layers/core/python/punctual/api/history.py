@@ -49,8 +49,10 @@ def _key_from(field: str, text: str | None) -> tuple[datetime, str] | None:
         instant = parse_rfc3339(text)
     except InstantError as exc:
         raise problems.invalid(f"query.{field}", f"{field}: {exc}") from None
-    second = datetime.fromtimestamp(math.ceil(instant.timestamp()), UTC) if instant.microsecond else instant
-    try:
+    try:  # (a fraction of a second after 9999-12-31T23:59:59 has no next second)
+        second = instant
+        if instant.microsecond:
+            second = datetime.fromtimestamp(math.ceil(instant.timestamp()), UTC)
         return second, slot_key(second)
     except (ValueError, OverflowError):
         raise problems.invalid(f"query.{field}", f"{field}: {text[:40]!r} is out of range") from None
