@@ -210,6 +210,7 @@ def test_a_misplaced_or_unknown_flag_is_named(
         (["jobs", "get", "-o", "json"], "the following arguments are required: JOB\n"),
         (["jobs", "list", "--state", "BOGUS"], "(choose from 'ENABLED', 'PAUSED', 'COMPLETED')\n"),
         (["jobs", "list", "-o", "yaml"], "(choose from 'table', 'json')\n"),
+        (["jobs", "get", "-ojson"], "the following arguments are required: JOB\n"),
     ],
 )
 def test_a_flag_in_its_place_gets_no_hint_that_it_is_not(
@@ -238,3 +239,23 @@ def test_a_malformed_slot_and_an_empty_tag_filter_are_input_errors(
     assert code == 2 and out == "" and "is not a slot key" in err, err
     code, _, err = run(capsys, "jobs", "list", "--tag", "", "--endpoint", "http://127.0.0.1:9")
     assert code == 2 and "--tag" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs", "list", "-x1"],
+        ["runs", "get", "-x1", "2026-11-30T02:00:00Z"],
+        ["jobs", "get", "-x1"],
+        ["jobs", "pause", "-x1"],
+    ],
+)
+def test_a_job_id_that_starts_with_a_dash_is_told_to_go_after_two_dashes(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """QA32: an id may start with '-' (as an EventBridge schedule's name may); argparse reads it as a
+    flag, and the error was 'the following arguments are required: JOB' for a command that gave
+    it (or, with a slot after it, that the slot was no job id)."""
+    code, out, err = run(capsys, *argv, "--endpoint", "http://127.0.0.1:9")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "-x1 is read as a flag: put -- before an id that starts with '-' (-- -x1)" in err, err

@@ -73,6 +73,10 @@ VERB_ARGUMENT = re.compile(
 )
 
 
+_DASHED_ID = re.compile(r"-[A-Za-z0-9_][A-Za-z0-9_-]{0,62}")  # a job id that starts with '-'
+_SHORT_FLAGS = ("-o",)
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and never exit mid-way through a test."""
 
@@ -87,8 +91,12 @@ class _Parser(argparse.ArgumentParser):
         except UsageError as exc:
             given = list(args) if args is not None else sys.argv[1:]
             flags = [a for a in given if a.startswith("-") and a not in ("-h", "--help", "--version")]
-            if not flags or "after the verb" in str(exc):
+            if not flags or "after the verb" in str(exc) or "is read as a flag" in str(exc):
                 raise
+            dashed = [a for a in flags if _DASHED_ID.fullmatch(a) and a[:2] not in _SHORT_FLAGS]
+            if "JOB" in str(exc) and dashed:  # (QA32: 'required: JOB' for 'runs list -x1', an id)
+                hint = f"put -- before an id that starts with '-' (-- {dashed[0]})"
+                raise UsageError(f"{exc}; {dashed[0]} is read as a flag: {hint}") from None
             # Only where the verb is what is missing or wrong (QA24: 'runs list --status FAILED'
             # without its JOB said --status was no flag of runs list, and 'jobs list --state
             # BOGUS' that --state goes after the verb)
