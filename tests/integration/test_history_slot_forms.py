@@ -73,3 +73,17 @@ def test_runs_get_takes_the_slots_instant_with_an_offset(
 
     assert code == code_get == 0, err
     assert json.loads(detail)["slot"] == SLOT
+
+
+def test_a_run_now_slot_not_taken_yet_says_its_record_comes(api: ApiClient) -> None:
+    """QA32: the 202 of POST /trigger names the slot (its Location too), whose GET answers 404 until a
+    worker takes it; the 404 said only "no execution", as for a slot that will never have one."""
+    job_id = api.create()["id"]
+    slot = api.call("POST", f"/v1/jobs/{job_id}/trigger").body["slot"]
+
+    reply = api.call("GET", f"/v1/jobs/{job_id}/executions/{quote(slot, safe='')}")
+    plain = api.call("GET", f"/v1/jobs/{job_id}/executions/{quote(SLOT, safe='')}")
+
+    assert reply.status == plain.status == 404
+    assert "once a worker takes it" in reply.problem["detail"]
+    assert "worker" not in plain.problem["detail"]

@@ -65,7 +65,7 @@ from punctual.models import (
 )
 from punctual.store.base import UnreadableJobError
 from punctual.store.listing import tag_filter_refusal
-from punctual.timing.timers import is_slot_key, slot_key_of
+from punctual.timing.timers import MANUAL_MARK, is_slot_key, slot_key_of
 from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
@@ -504,7 +504,10 @@ def _in_a_missed_range(tenant: str, job_id: str, slot: str) -> ExecutionOut:
             job = services().jobs.get(tenant, job_id)
         found = slot_of_range(job, missed, slot)
     if missed is None or found is None:
-        raise problems.not_found(f"no execution of job {job_id!r} for slot {slot[:80]!r}")
+        later = (
+            " (yet: a run-now slot's record is written once a worker takes it)" if MANUAL_MARK in slot else ""
+        )
+        raise problems.not_found(f"no execution of job {job_id!r} for slot {slot[:80]!r}{later}")
     created = (job.created_at, job.spec_since) if job is not None else _job_created(tenant, job_id)
     return ExecutionOut.of(found, _of_a_deleted_job(found, created), range_slot=missed.slot)
 
