@@ -55,6 +55,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from punctual.dispatch.polling.resend_backlog import BacklogMark, QueueBacklogs
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.observability import MetricsSink
@@ -87,6 +88,8 @@ class _Watched:
     # When the watch last knew it unclaimed, by the poller's clock: its send, then each check that
     # found it so. A claim found later was made after this, whatever the worker's clock says.
     unclaimed_at: datetime | None = field(default=None, compare=False)
+    # The queue's count when it was first held on it (:mod:`.resend_backlog`)
+    backlog: BacklogMark | None = field(default=None, compare=False)
 
 
 def _held_until(message: DispatchMessage) -> datetime:
@@ -148,6 +151,8 @@ class ResendWatch:
         # found claimed, and when a check last found one claimed (:meth:`_skipped`).
         self._claimed_upto: dict[str, int] = {}
         self._progress_at: dict[str, datetime] = {}
+        # What the queues' counts (every sender's messages) say of a backlog being drained
+        self.backlogs = QueueBacklogs.of(queues, after_s)
 
     def __len__(self) -> int:
         with self._lock:
@@ -165,6 +170,7 @@ class ResendWatch:
         if not self.watches(queue):
             return
         check_at = now + timedelta(seconds=self.after_s)
+        self.backlogs.sent(queue, now)
         with self._lock:
             for message in messages:
                 if message.kind in WATCHED and message.resend < MAX_RESENDS:
@@ -194,8 +200,14 @@ class ResendWatch:
         heapq.heappush(self._heap, entry)
 
     def next_check(self) -> datetime | None:
+        """When :meth:`check` is next due: a message's check, or a read of a count its check may
+        go by (none when no message is watched)."""
         with self._lock:
-            return self._heap[0].check_at if self._heap else None
+            if not self._heap:
+                return None
+            check = self._heap[0].check_at
+        read = self.backlogs.next_read()
+        return check if read is None else min(check, read)
 
     def check(self, now: datetime, ends_at: datetime | None = None) -> int:
         """Read the records of the messages due a check; re-send the unclaimed. Returns how many
@@ -207,6 +219,7 @@ class ResendWatch:
             while self._heap and self._heap[0].check_at <= now and len(due) < MAX_READ_PER_ROUND:
                 due.append(heapq.heappop(self._heap))
         if not due:
+            self.backlogs.observe(now)
             return 0
         try:
             keys: set[ExecutionKey] = {(w.message.tenant, w.message.job_id, w.message.slot) for w in due}
@@ -224,6 +237,9 @@ class ResendWatch:
         for entry, record in found:
             if record is not None:
                 self._consumed(entry, record, now)
+        # Unclaimed ones: their queues' counts are read a period more
+        self.backlogs.unclaimed({entry.queue for entry, record in found if record is None}, now)
+        self.backlogs.observe(now)
         for entry, record in found:
             message = entry.message
             if record is not None:
@@ -297,7 +313,10 @@ class ResendWatch:
         if upto is not None and upto > entry.place:
             return True
         progress = self._progress_at.get(entry.queue)
-        return progress is None or (now - progress).total_seconds() > self.after_s
+        if progress is not None and (now - progress).total_seconds() <= self.after_s:
+            return False
+        held, entry.backlog = self.backlogs.holds(entry.queue, entry.backlog, now)
+        return not held
 
     def _running(
         self, entry: _Watched, record: Execution, now: datetime

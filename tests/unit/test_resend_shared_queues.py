@@ -1,0 +1,145 @@
+"""The re-send watch of one shard group's poller beside the others' backlog in the same queues.
+
+Several shard groups' pollers send to the same short queues, each watching only its own sends.
+A backlog of another group's messages the workers are draining holds this poller's messages
+too, none of its own is claimed meanwhile, and its watch took that for an idle queue: every
+message it had waiting was re-sent (QA 2026-12-07, four groups: up to 3,700 copies a run, each
+a claim the workers drop). The queue's own count covers every sender (:mod:`.resend_backlog`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from factories import job as make_job
+from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
+from punctual.models import ExecutionStatus
+from punctual.runtime.observability import RecordingMetrics
+from punctual.store.memory import MemoryStore
+from simulation import _claim_record
+
+T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+QUEUE = "short"
+AFTER_S = 4.0
+
+
+class Counted(MemoryQueues):
+    """Memory queues that say how many messages wait (as SQS's ApproximateNumberOfMessages)."""
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        super().__init__(now=lambda: T)
+        self.count = count
+
+    def waiting(self, queue_urls: Sequence[str]) -> int:
+        return self.count()
+
+
+def _messages(name: str, count: int) -> list[DispatchMessage]:
+    job = make_job(name, "rate(1 second)", now=T - timedelta(hours=1), tenant=name)
+    slots = [T - timedelta(seconds=count - i) for i in range(count)]
+    return [message_for(job, f"{s:%Y-%m-%dT%H:%M:%SZ}", s, 1, MessageKind.FIRE, T) for s in slots]
+
+
+class TwoGroups:
+    """Group A's poller sends ``backlog`` messages at T, group B's ``mine`` just after, to one
+    queue; workers take it in order at ``per_second`` (those of ``dead``, by index in the queue,
+    are received by a worker that died before its handler: never claimed, not counted waiting);
+    each watch checked every 100 ms. ``count``: what the queue says waits (None: it cannot count)."""
+
+    def __init__(
+        self, backlog: int, mine: int, per_second: float, dead: frozenset[int] = frozenset()
+    ) -> None:
+        self.store = MemoryStore()
+        self.taken = 0
+        self.per_second = per_second
+        self.dead = dead
+        self.queues = Counted(self.waiting)
+        self.a = ResendWatch(self.store, self.queues, [QUEUE], RecordingMetrics(), after_s=AFTER_S)
+        self.b = ResendWatch(self.store, self.queues, [QUEUE], RecordingMetrics(), after_s=AFTER_S)
+        self.backlog, self.mine = _messages("acme", backlog), _messages("globex", mine)
+        self.queues.send(QUEUE, self.backlog)
+        self.a.sent(QUEUE, self.backlog, T)
+        self.queues.send(QUEUE, self.mine)
+        self.b.sent(QUEUE, self.mine, T)
+        self.copies: list[tuple[float, str, int]] = []  # (seconds after T, slot, its place taken?)
+
+    def waiting(self) -> int:
+        queued = len(self.queues.all_messages())
+        return queued - self.taken
+
+    def run(self, until_s: float, ends_at: datetime | None = None) -> None:
+        for tick in range(int(until_s * 10) + 1):
+            now = T + timedelta(milliseconds=100 * tick)
+            queued = self.queues.all_messages()
+            while (
+                self.taken < len(queued) and T + timedelta(seconds=(self.taken + 1) / self.per_second) <= now
+            ):
+                if self.taken not in self.dead:
+                    _claim_record(self.store, queued[self.taken], now, ExecutionStatus.SUCCEEDED)
+                self.taken += 1
+            for watch in (self.a, self.b):
+                before = len(self.queues.all_messages())
+                watch.check(now, ends_at)
+                fresh = self.queues.all_messages()[before:]
+                self.copies += [(tick / 10, m.slot, self.taken) for m in fresh]
+
+
+def test_a_backlog_another_group_sent_is_not_a_reason_to_re_send_mine() -> None:
+    # Given another group's 200 messages in the queue, then this group's 20 behind them, workers
+    # taking 10 a second in order (20 s before the workers reach mine; none of mine claimed by then)
+    rig = TwoGroups(backlog=200, mine=20, per_second=10)
+    # When both watches check as the workers drain the queue
+    rig.run(until_s=40)
+    # Then no copy is sent while the workers were still taking what was sent before its original:
+    # each such copy only joins the queue's end and is dropped by its claim (before: this group's
+    # 20 messages, each sent again up to three times)
+    first_mine = 200
+    assert [c for c in rig.copies if c[2] <= first_mine] == []
+
+
+def test_a_message_a_dead_worker_holds_behind_another_groups_backlog_is_re_sent_once_it_drained() -> None:
+    # Given the same backlog, this group's first message received by a worker that died before its
+    # handler (in flight: not counted waiting)
+    rig = TwoGroups(backlog=200, mine=1, per_second=10, dead=frozenset({200}))
+    rig.run(until_s=40)
+    # Then it is re-sent, and no later than the backlog drained (20 s) plus the watch's period
+    # and its second of re-checks
+    [(at, slot, _)] = rig.copies
+    assert slot == rig.mine[0].slot
+    assert at <= 200 / 10 + AFTER_S + 1.0
+
+
+def test_a_count_that_cannot_be_read_re_sends_as_before() -> None:
+    # Given a queue whose count fails to read (a throttle)
+    rig = TwoGroups(backlog=200, mine=5, per_second=10)
+
+    def fails() -> int:
+        raise RuntimeError("throttled")
+
+    rig.queues.count = fails
+    rig.run(until_s=4.5)
+    # Then this group's messages are re-sent at their first check, as they were without counts
+    assert sorted(slot for at, slot, _ in rig.copies if at == AFTER_S) == sorted(m.slot for m in rig.mine)
+
+
+def test_a_count_that_stands_for_the_period_re_sends() -> None:
+    # Given messages waiting that no worker takes (the count stands at 205)
+    rig = TwoGroups(backlog=200, mine=5, per_second=10)
+    rig.per_second = 1e-9  # (nobody takes anything)
+    rig.run(until_s=10)
+    # Then this group's are re-sent once the count stood the watch's period (not held on a
+    # backlog nobody drains)
+    mine = {m.slot for m in rig.mine}
+    assert {slot for _, slot, _ in rig.copies} >= mine
+    assert max(at for at, slot, _ in rig.copies if slot in mine) <= 2 * AFTER_S + 1.0
+
+
+def test_the_watchs_end_re_sends_what_still_waits_in_a_draining_backlog() -> None:
+    # Given this group's messages waiting behind a backlog the workers drain, the watch ending at
+    # T+6 s (its poller's last checks)
+    rig = TwoGroups(backlog=200, mine=5, per_second=10)
+    rig.run(until_s=6, ends_at=T + timedelta(seconds=6))
+    # Then they are re-sent before the watch is gone, rather than never
+    assert {m.slot for m in rig.mine} <= {slot for _, slot, _ in rig.copies}
