@@ -247,7 +247,9 @@ class CountingQueues(RecordingQueues):
 
 class SteadyWorkers(Simulation):
     """Workers that take the queue in the order sent, one claim each 1/``RATE`` s (a repeat of a
-    claimed slot costs its claim too, and is dropped). ``started``: each slot's first claim.
+    claimed slot costs its claim too, and is dropped), also while a poller sleeps in its last
+    checks (the driver runs a poller's ``finish`` whole; workers that stood still meanwhile made
+    the queue's count stand, and its backlog look undrained). ``started``: each slot's first claim.
     With ``counted`` the queues say how many messages wait (sent, not yet claimed), as SQS does."""
 
     RATE = 20.0
@@ -262,8 +264,20 @@ class SteadyWorkers(Simulation):
             self.queues = CountingQueues(self.base, self._waiting)
         self._counts: list[tuple[datetime, int]] = []
         self.free_at: datetime | None = None
+
+        # The workers keep taking the queue while a poller sleeps in its last checks (the driver
+        # runs a poller's finish whole): they do not stand still while it waits.
+        def sleep(seconds: float) -> None:
+            end = self.base.now() + timedelta(seconds=max(seconds, 0.0))
+            while (at := self._next_claim()) is not None and at <= end:
+                self.base.set(max(at, self.base.now()))
+                self._claim(self.base.now())
+            self.base.set(max(end, self.base.now()))
+
+        self.base.sleep = sleep  # type: ignore[method-assign]
         self.dropped = 0
         self.started: dict[tuple[str, str], datetime] = {}
+        self.taken_at: list[datetime] = []  # when the workers took each message of the log
 
     def _waiting(self) -> int:
         now = self.base.now()
@@ -283,6 +297,7 @@ class SteadyWorkers(Simulation):
         while (at := self._next_claim()) is not None and at <= now:
             message = self.queues.log[self._claimed][1]
             self._claimed, self.free_at = self._claimed + 1, at
+            self.taken_at.append(at)
             if (message.job_id, message.slot) in self.started:
                 self.dropped += 1
                 continue
@@ -297,6 +312,9 @@ class CatchUpBeside:
     late: list[float]  # the other tenant's fire delays (its first claims), seconds
     ran: int  # slots of the owing jobs run
     copies: int  # messages re-sent by the pollers' watch
+    # Copies sent while the workers were still taking messages sent before their original: each
+    # joined the queue behind an original they were about to reach (no worker dies here)
+    wasted: int
     last_owed_s: float  # when the last owed slot started, seconds after the pollers came back
 
 
@@ -349,5 +367,17 @@ def catch_up_beside_another_tenant(
         late=[(at - instant(slot)).total_seconds() for (job, slot), at in started if job == other.id],
         ran=sum(1 for (job, _), _at in started if job in owing),
         copies=sum(1 for _, m in sim.queues.log if m.resend),
+        wasted=_wasted(sim),
         last_owed_s=(max(owed) - back).total_seconds() if owed else 0.0,
     )
+
+
+def _wasted(sim: SteadyWorkers) -> int:
+    """Copies sent before the workers took their first message (the slot's original, resend 0)."""
+    first: dict[tuple[str, str, int], int] = {}
+    wasted = 0
+    for index, (at, message) in enumerate(sim.queues.log):
+        original = first.setdefault((message.job_id, message.slot, message.attempt), index)
+        if message.resend and (original >= len(sim.taken_at) or sim.taken_at[original] > at):
+            wasted += 1
+    return wasted

@@ -18,7 +18,7 @@ from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind,
 from punctual.models import ExecutionStatus
 from punctual.runtime.observability import RecordingMetrics
 from punctual.store.memory import MemoryStore
-from simulation import _claim_record
+from simulation import _claim_record, catch_up_beside_another_tenant
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 QUEUE = "short"
@@ -143,3 +143,15 @@ def test_the_watchs_end_re_sends_what_still_waits_in_a_draining_backlog() -> Non
     rig.run(until_s=6, ends_at=T + timedelta(seconds=6))
     # Then they are re-sent before the watch is gone, rather than never
     assert {m.slot for m in rig.mine} <= {slot for _, slot, _ in rig.copies}
+
+
+def test_four_shard_groups_catching_up_over_the_same_queues_send_no_wasted_copy() -> None:
+    # Given four shard groups (a poller and watch each) over the same short queue, one tenant's
+    # four rate(1 second) jobs owing 420 slots each after 7 minutes with no poller, another
+    # tenant's rate(5 seconds) job beside them, workers taking 20 a second in the order sent, the
+    # queue counted as SQS does
+    got = catch_up_beside_another_tenant(20.0, counted=True, jobs_owing=4, groups=4, minutes=4)
+    # Then no copy is sent while the workers were still taking what was sent before its original
+    # (no worker dies here: every such copy is a claim dropped in front of later slots; before:
+    # 61 to 281 a run)
+    assert got.wasted == 0
