@@ -221,3 +221,32 @@ def test_a_dead_held_message_sent_at_a_pollers_end_is_re_sent_before_its_watch_e
     # Then the lost slot is re-sent before the watch is gone (before: it waited for the claims to
     # be after_s old, past the watch's end, and stayed in flight for the queue's 960 s timeout)
     assert [(m.slot, m.resend) for _, m in sim.queues.log if m.resend] == [(lost.slot, 1)]
+
+
+def test_a_copy_whose_original_was_claimed_does_not_say_the_workers_went_past_it() -> None:
+    # Given a slot sent at T to a queue no worker takes yet, 50 more sent at T+2, the first one
+    # re-sent at its check (T+4: nothing claimed at all), behind the 50; then workers that take
+    # the queue in order at 10 a second from T+5: the original is claimed, its copy still waits
+    store, queues = MemoryStore(), MemoryQueues(now=lambda: T)
+    watch = ResendWatch(store, queues, [QUEUE], RecordingMetrics(), after_s=4.0)
+    first, *burst = _burst(51)
+    queues.send(QUEUE, [first])
+    watch.sent(QUEUE, [first], T)
+    copies: list[DispatchMessage] = []
+    taken = 0
+    for tick in range(201):
+        now = T + timedelta(milliseconds=100 * tick)
+        if tick == 20:
+            queues.send(QUEUE, burst)
+            watch.sent(QUEUE, burst, now)
+        queued = queues.all_messages()
+        while taken < len(queued) and (at := T + timedelta(seconds=5 + (taken + 1) / 10)) <= now:
+            _claim(store, queued[taken], at)
+            taken += 1
+        before = len(queued)
+        watch.check(now)
+        copies += queues.all_messages()[before:]
+    # Then only the first slot was copied (at T+4): its slot found claimed at the copy's check is
+    # the original's claim, not the workers reaching the copy's place behind the 50 (before: every
+    # one of the 50 still waiting then was taken for passed over, and re-sent)
+    assert [(m.slot, m.resend) for m in copies] == [(first.slot, 1)]

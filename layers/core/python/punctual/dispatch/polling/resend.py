@@ -289,11 +289,17 @@ class ResendWatch:
         worker claimed it: the record's start, by the worker's clock, within what the watch knows by
         its own (after the message was last known unclaimed, never later than now). QA29: workers
         whose clocks were 5 s behind the poller's made a backlog they were draining look idle, and
-        every message of it still unclaimed at its check was re-sent, three times."""
+        every message of it still unclaimed at its check was re-sent, three times.
+
+        A copy's slot found claimed moves the place consumed up to nothing: the claim may be its
+        original's, sent long before it (the copy still waiting at the queue's end), and taken for
+        the workers past the copy's place, every message sent before the copy and still waiting
+        was re-sent in turn (QA 2026-12-07: 300 to 430 copies a catch-up, cascading)."""
         at = record.started_at or record.finished_at or now
         at = min(max(at, entry.unclaimed_at or at), now)
         self._progress_at[entry.queue] = max(at, self._progress_at.get(entry.queue, at))
-        self._claimed_upto[entry.queue] = max(entry.place, self._claimed_upto.get(entry.queue, -1))
+        if not entry.message.resend:
+            self._claimed_upto[entry.queue] = max(entry.place, self._claimed_upto.get(entry.queue, -1))
 
     def _skipped(self, entry: _Watched, now: datetime, ends_at: datetime | None = None) -> bool:
         """Whether an unclaimed message is held by a dead worker rather than waiting in a backlog.
