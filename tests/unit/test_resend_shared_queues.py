@@ -46,13 +46,22 @@ class TwoGroups:
     """Group A's poller sends ``backlog`` messages at T, group B's ``mine`` just after, to one
     queue; workers take it in order at ``per_second`` (those of ``dead``, by index in the queue,
     are received by a worker that died before its handler: never claimed, not counted waiting);
-    each watch checked every 100 ms. ``count``: what the queue says waits (None: it cannot count)."""
+    each watch checked every 100 ms; the queue counts what waits, ``lag_s`` behind."""
 
     def __init__(
-        self, backlog: int, mine: int, per_second: float, dead: frozenset[int] = frozenset()
+        self,
+        backlog: int,
+        mine: int,
+        per_second: float,
+        dead: frozenset[int] = frozenset(),
+        lag_s: float = 0.0,
     ) -> None:
         self.store = MemoryStore()
         self.taken = 0
+        self.lag_s = lag_s  # the count says what waited this long ago (SQS's may lag)
+        self.history: list[tuple[datetime, int]] = []  # (when, how many waited), not yet seen
+        self.seen: int | None = None
+        self.now = T
         self.per_second = per_second
         self.dead = dead
         self.queues = Counted(self.waiting)
@@ -66,8 +75,10 @@ class TwoGroups:
         self.copies: list[tuple[float, str, int]] = []  # (seconds after T, slot, its place taken?)
 
     def waiting(self) -> int:
-        queued = len(self.queues.all_messages())
-        return queued - self.taken
+        limit = self.now - timedelta(seconds=self.lag_s)
+        while self.history and self.history[0][0] <= limit:
+            self.seen = self.history.pop(0)[1]
+        return self.seen if self.seen is not None else len(self.queues.all_messages()) - self.taken
 
     def run(self, until_s: float, ends_at: datetime | None = None) -> None:
         for tick in range(int(until_s * 10) + 1):
@@ -79,6 +90,8 @@ class TwoGroups:
                 if self.taken not in self.dead:
                     _claim_record(self.store, queued[self.taken], now, ExecutionStatus.SUCCEEDED)
                 self.taken += 1
+            self.now = now
+            self.history.append((now, len(queued) - self.taken))
             for watch in (self.a, self.b):
                 before = len(self.queues.all_messages())
                 watch.check(now, ends_at)
@@ -109,6 +122,17 @@ def test_a_message_a_dead_worker_holds_behind_another_groups_backlog_is_re_sent_
     [(at, slot, _)] = rig.copies
     assert slot == rig.mine[0].slot
     assert at <= 200 / 10 + AFTER_S + 1.0
+
+
+def test_a_dead_held_message_behind_another_groups_backlog_is_re_sent_with_a_count_behind() -> None:
+    # Given the same, the queue's count 5 s behind what it holds (SQS's count is approximate)
+    lag_s = 5.0
+    rig = TwoGroups(backlog=200, mine=1, per_second=10, dead=frozenset({200}), lag_s=lag_s)
+    rig.run(until_s=60)
+    # Then it is still re-sent, at most the count's lag later than with a count in step
+    [(at, slot, _)] = rig.copies
+    assert slot == rig.mine[0].slot
+    assert at <= 200 / 10 + lag_s + AFTER_S + 1.0
 
 
 def test_a_count_that_cannot_be_read_re_sends_as_before() -> None:

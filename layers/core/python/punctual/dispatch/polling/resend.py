@@ -38,11 +38,27 @@ same queue is claimed) or when no message sent before it was claimed in the last
 idle queue, or workers that claim nothing); otherwise it is checked again in a second
 (:meth:`ResendWatch._skipped`, ``UnclaimedWaitingInBacklog``). A message a dead worker holds is
 then re-sent ``after_s`` after the workers reached it, not after its send. One still waiting at the
-watch's last check (its poller's end) is re-sent then, as before, rather than never.
+watch's last check (its poller's end) is re-sent then, as before, rather than never. A copy's slot
+found claimed says nothing of the workers reaching the copy's place (the claim may be its
+original's): only an original's claim marks the queue consumed up to it.
+
+**Other senders' backlogs.** Each shard group's poller has a watch of its own, and all send to the
+same queues: a backlog of the other groups' messages the workers drain holds this poller's too,
+with no claim of its own to show for it. So with no claim of its own in the last ``after_s``, the
+watch goes by the queue's waiting count (every sender's messages, :mod:`.resend_backlog`): an
+unclaimed message is held while the count is fresh, over 0 and fell within ``after_s``, until the
+workers took as many as waited when it was first held; re-sent as before when the count cannot
+be read, is 0 (a message a worker holds is not counted), stood for ``after_s``, or at the watch's
+end. A message a dead worker holds behind another group's backlog is so re-sent once what waited
+in front of it drained (the falls seen add up to it) or the count stops falling, not ``after_s``
+after its send (``tests/unit/test_resend_shared_queues.py``).
 
 What it costs: one read unit per two watched messages, one more per lease period for a run that
 outlives its first check, a read a second of each message waiting in a backlog, and at most
-:data:`MAX_PER_ROUND` re-sends a check round (one a second).
+:data:`MAX_PER_ROUND` re-sends a check round (one a second); ``GetQueueAttributes`` (off the loop, at
+most one a second a queue) over the wait of messages sent to a queue with a backlog seen in the
+last minute or not read in it, and while checks find messages unclaimed there: about 6 a minute
+a queue a poller sends to when its queues stay empty.
 """
 
 from __future__ import annotations
