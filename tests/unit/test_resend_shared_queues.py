@@ -42,6 +42,10 @@ def _messages(name: str, count: int) -> list[DispatchMessage]:
     return [message_for(job, f"{s:%Y-%m-%dT%H:%M:%SZ}", s, 1, MessageKind.FIRE, T) for s in slots]
 
 
+def _key(message: DispatchMessage) -> str:
+    return f"{message.tenant} {message.slot}"
+
+
 class TwoGroups:
     """Group A's poller sends ``backlog`` messages at T, group B's ``mine`` just after, to one
     queue; workers take it in order at ``per_second`` (those of ``dead``, by index in the queue,
@@ -62,6 +66,7 @@ class TwoGroups:
         self.history: list[tuple[datetime, int]] = []  # (when, how many waited), not yet seen
         self.seen: int | None = None
         self.now = T
+        self.stop = T + timedelta(days=1)  # the workers take nothing after it
         self.per_second = per_second
         self.dead = dead
         self.queues = Counted(self.waiting)
@@ -72,7 +77,7 @@ class TwoGroups:
         self.a.sent(QUEUE, self.backlog, T)
         self.queues.send(QUEUE, self.mine)
         self.b.sent(QUEUE, self.mine, T)
-        self.copies: list[tuple[float, str, int]] = []  # (seconds after T, slot, its place taken?)
+        self.copies: list[tuple[float, str, int]] = []  # (seconds after T, _key, messages taken by then)
 
     def waiting(self) -> int:
         limit = self.now - timedelta(seconds=self.lag_s)
@@ -84,9 +89,9 @@ class TwoGroups:
         for tick in range(int(until_s * 10) + 1):
             now = T + timedelta(milliseconds=100 * tick)
             queued = self.queues.all_messages()
-            while (
-                self.taken < len(queued) and T + timedelta(seconds=(self.taken + 1) / self.per_second) <= now
-            ):
+            while self.taken < len(queued) and T + timedelta(
+                seconds=(self.taken + 1) / self.per_second
+            ) <= min(now, self.stop):
                 if self.taken not in self.dead:
                     _claim_record(self.store, queued[self.taken], now, ExecutionStatus.SUCCEEDED)
                 self.taken += 1
@@ -96,7 +101,7 @@ class TwoGroups:
                 before = len(self.queues.all_messages())
                 watch.check(now, ends_at)
                 fresh = self.queues.all_messages()[before:]
-                self.copies += [(tick / 10, m.slot, self.taken) for m in fresh]
+                self.copies += [(tick / 10, _key(m), self.taken) for m in fresh]
 
 
 def test_a_backlog_another_group_sent_is_not_a_reason_to_re_send_mine() -> None:
@@ -120,7 +125,7 @@ def test_a_message_a_dead_worker_holds_behind_another_groups_backlog_is_re_sent_
     # Then it is re-sent, and no later than the backlog drained (20 s) plus the watch's period
     # and its second of re-checks
     [(at, slot, _)] = rig.copies
-    assert slot == rig.mine[0].slot
+    assert slot == _key(rig.mine[0])
     assert at <= 200 / 10 + AFTER_S + 1.0
 
 
@@ -131,7 +136,7 @@ def test_a_dead_held_message_behind_another_groups_backlog_is_re_sent_with_a_cou
     rig.run(until_s=60)
     # Then it is still re-sent, at most the count's lag later than with a count in step
     [(at, slot, _)] = rig.copies
-    assert slot == rig.mine[0].slot
+    assert slot == _key(rig.mine[0])
     assert at <= 200 / 10 + lag_s + AFTER_S + 1.0
 
 
@@ -145,7 +150,7 @@ def test_a_count_that_cannot_be_read_re_sends_as_before() -> None:
     rig.queues.count = fails
     rig.run(until_s=4.5)
     # Then this group's messages are re-sent at their first check, as they were without counts
-    assert sorted(slot for at, slot, _ in rig.copies if at == AFTER_S) == sorted(m.slot for m in rig.mine)
+    assert sorted(slot for at, slot, _ in rig.copies if at == AFTER_S) == sorted(_key(m) for m in rig.mine)
 
 
 def test_a_count_that_stands_for_the_period_re_sends() -> None:
@@ -155,9 +160,24 @@ def test_a_count_that_stands_for_the_period_re_sends() -> None:
     rig.run(until_s=10)
     # Then this group's are re-sent once the count stood the watch's period (not held on a
     # backlog nobody drains)
-    mine = {m.slot for m in rig.mine}
+    mine = {_key(m) for m in rig.mine}
     assert {slot for _, slot, _ in rig.copies} >= mine
     assert max(at for at, slot, _ in rig.copies if slot in mine) <= 2 * AFTER_S + 1.0
+
+
+def test_a_count_that_stops_falling_for_the_period_re_sends() -> None:
+    # Given this group's messages behind a backlog the workers drained for 6 s, and then all
+    # stopped taking (every worker gone)
+    rig = TwoGroups(backlog=200, mine=5, per_second=10)
+    rig.stop = T + timedelta(seconds=6)
+    rig.run(until_s=15)
+    # Then they are held while the count fell, and re-sent once it stood the watch's period (as
+    # is what still waits of the other group's, whose own claims stopped too)
+    first: dict[str, float] = {}
+    for at, key, _ in rig.copies:
+        first.setdefault(key, at)
+    mine = [first.get(_key(m)) for m in rig.mine]
+    assert all(at is not None and 6.0 + AFTER_S <= at <= 6.0 + AFTER_S + 1.0 for at in mine)
 
 
 def test_the_watchs_end_re_sends_what_still_waits_in_a_draining_backlog() -> None:
@@ -166,7 +186,7 @@ def test_the_watchs_end_re_sends_what_still_waits_in_a_draining_backlog() -> Non
     rig = TwoGroups(backlog=200, mine=5, per_second=10)
     rig.run(until_s=6, ends_at=T + timedelta(seconds=6))
     # Then they are re-sent before the watch is gone, rather than never
-    assert {m.slot for m in rig.mine} <= {slot for _, slot, _ in rig.copies}
+    assert {_key(m) for m in rig.mine} <= {slot for _, slot, _ in rig.copies}
 
 
 def test_four_shard_groups_catching_up_over_the_same_queues_send_no_wasted_copy() -> None:

@@ -190,7 +190,7 @@ class QueueBacklogs:
         if (
             queue.fell_at is not None
             and before_at is not None
-            and now - before_at > timedelta(seconds=2 * READ_EVERY_S)
+            and timedelta(seconds=2 * READ_EVERY_S) < now - before_at <= timedelta(seconds=EPISODE_S)
         ):
             # Not read for a while (the loop was busy, a read hung): time not looked at is no
             # time the count stood, so the fall seen last stays as recent as it was then
