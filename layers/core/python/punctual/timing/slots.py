@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from punctual.models import CatchupKind, Job, JobSpec
 from punctual.timing import schedules
+from punctual.timing.fate import fate_note
 from punctual.timing.instants import format_instant, format_instant_adaptive, format_instant_ms
 from punctual.timing.missed_ranges import SPAN_CAP, MissedRange, drop_in_bulk, span
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
@@ -257,7 +258,10 @@ def fire_timer(
     """The timer that releases ``slot`` of ``job`` at its dispatch instant. ``chained``: written
     by a release, when an instant already passed makes it a CATCHUP timer, which waits its turn
     behind on-time slots. ``resumed``: the first of a resumed job's chain, whose past slot makes
-    it a RESUME timer due now (the slots before it were owed by the pause)."""
+    it a RESUME timer due now (the slots before it were owed by the pause).
+
+    The timer notes its fate line (:mod:`punctual.timing.fate`): until when its release may wait
+    without changing whether its slots run."""
     due = dispatch_instant(job, slot)
     late = due <= now
     kind = TimerKind.RESUME if resumed and late else _CATCHUP if chained and late else _FIRE
@@ -270,7 +274,18 @@ def fire_timer(
         attempt=1,
         kind=kind,
         job_version=job.version,
+        owner=fate_note(round(due.timestamp() * 1000) + 1000 * fate_keep_s(job, kind)),
     )
+
+
+def fate_keep_s(job: Job, kind: TimerKind) -> int:
+    """How long after its first slot's dispatch instant a chain timer of ``kind`` may be released
+    without changing whether its slots run (:mod:`punctual.timing.fate`)."""
+    if kind is TimerKind.RESUME:
+        return 0  # owed by a pause: decided whatever their lateness, and the rest waits behind them
+    if job.catchup.policy is CatchupKind.ALL:
+        return max(MISSED_AFTER_S, job.catchup.window_seconds)
+    return MISSED_AFTER_S
 
 
 MISSED_BY_LATEST = "catch-up policy latest: a newer slot ran instead"

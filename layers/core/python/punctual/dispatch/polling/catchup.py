@@ -122,6 +122,19 @@ class CatchUp:
             log.exception("marking catch-up of minute %s failed; will retry", f"{current.minute:%H:%M}")
         return report
 
+    def release_urgent(self, now: datetime, by_ms: int, limit: int) -> tuple[ReleaseReport, int]:
+        """Release at most ``limit`` timers of the open minute whose fate line is at or before
+        ``by_ms``, out of their turn (:mod:`.fate_lines`; and how many were taken). The minute's
+        marks move at its next slice; one that this empties is closed now (its watermarks moved),
+        so that the next owed minute opens at the next turn."""
+        current = self.open
+        if current is None or limit <= 0:
+            return ReleaseReport(), 0
+        report, taken = current.drain.release_urgent(by_ms, limit)
+        if not len(current.drain):
+            report.merge(self.slice(now))  # (nothing left to release: it only closes the minute)
+        return report, taken
+
     def _open_next(self, now: datetime) -> bool:
         """Read the next owed minute's buckets (from their progress marks on)."""
         while self.cursor is not None and self.before is not None and self.cursor < self.before:

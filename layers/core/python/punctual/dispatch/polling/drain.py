@@ -25,6 +25,7 @@ import logging
 from collections import deque
 from collections.abc import Iterable
 
+from punctual.dispatch.polling.fate_lines import FateIndex
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.dispatch.polling.rewatch import watch_earlier_sends
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind
@@ -81,6 +82,8 @@ class MinuteDrain:
         # Uncertain fire timers a later timer proves sent, still to put under the resend watch
         # (kept when the job read that does it fails, tried again at the next release).
         self.to_watch: list[Timer] = []
+        # The held timers by fate line, once the catch-up pace first asked (release_urgent)
+        self.fates: FateIndex | None = None
 
     def __len__(self) -> int:
         return len(self.heap) + len(self.lagging)
@@ -129,6 +132,8 @@ class MinuteDrain:
             timer = heapq.heappop(heap)[4]
             if self.defer_catchup and timer.kind is _CATCHUP:
                 self.lagging.append(timer)
+                if self.fates is not None:
+                    self.fates.add(timer)
             else:
                 due.append(timer)
         complete = not heap or heap[0][0] > now_ms  # every timer due by now_ms was taken
@@ -146,6 +151,35 @@ class MinuteDrain:
             return self._release(batch)
         except Exception:
             self.lagging.extendleft(reversed(batch))
+            raise
+
+    def release_urgent(self, by_ms: int, limit: int) -> tuple[ReleaseReport, int]:
+        """Release at most ``limit`` held timers (lagging or not due yet) whose fate line is at or
+        before ``by_ms``, whatever their turn: held longer, their slots' fate could change
+        (:mod:`.fate_lines`). Returns the report and how many were taken from the index. On
+        failure they are held again and the error propagates."""
+        if self.fates is None:
+            self.fates = FateIndex(itertools.chain(self.lagging, (entry[4] for entry in self.heap)))
+        urgent = self.fates.due(by_ms, limit) if limit > 0 else []
+        if not urgent:
+            return ReleaseReport(), 0
+        wanted = {id(timer) for timer in urgent}
+        lagging = [timer for timer in self.lagging if id(timer) in wanted]
+        if lagging:
+            self.lagging = deque(timer for timer in self.lagging if id(timer) not in wanted)
+        held = [entry[4] for entry in self.heap if id(entry[4]) in wanted]
+        if held:
+            self.heap = [entry for entry in self.heap if id(entry[4]) not in wanted]
+            heapq.heapify(self.heap)
+        batch = sorted([*lagging, *held], key=lambda timer: timer.due_ms)  # (the ones gone: released)
+        try:
+            return self._release(batch), len(urgent)
+        except Exception:
+            # (_release holds the heap's again, but for CATCHUP timers here: those wait in lagging)
+            back = [*lagging, *(t for t in held if self.defer_catchup and t.kind is _CATCHUP)]
+            self.lagging = deque(sorted([*back, *self.lagging], key=lambda timer: timer.due_ms))
+            for timer in batch:
+                self.fates.add(timer)
             raise
 
     def _release(self, due: list[Timer]) -> ReleaseReport:

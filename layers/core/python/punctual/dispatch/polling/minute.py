@@ -30,10 +30,12 @@ from punctual.dispatch.polling.catchup import CatchUp
 from punctual.dispatch.polling.catchup_pace import CatchUpPace, spend
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
+from punctual.dispatch.polling.fate_lines import FATE_MARGIN_S
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import JobStore, progress_of
+from punctual.timing.slots import MAX_RELEASE_PER_TIMER
 from punctual.timing.timers import Lane, Timer, from_ms, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
@@ -320,6 +322,8 @@ class MinutePoll:
         at the pace the workers take the short lane (:mod:`.catchup_pace`)."""
         now = self.clock.now()
         allowed = self.pace.allowance(now, self.report.released)
+        if allowed is not None and self._release_urgent(now):
+            return  # (more whose fate line comes: the next turn at once)
         if allowed == 0:  # the queues hold a second of work: on-time slots go first
             self.next_catchup = max(
                 self.pace.next_look(now), now + timedelta(seconds=self.config.catchup_pause_s)
@@ -343,6 +347,30 @@ class MinutePoll:
         except Exception:
             log.exception("catch-up slice failed; will retry")
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
+
+    def _release_urgent(self, now: datetime) -> bool:
+        """Paced: release the held timers (lagging, then the open past minute's) whose fate line
+        comes within :data:`.fate_lines.FATE_MARGIN_S`, at most a slice's worth of slots' timers,
+        whatever the pace allows (held longer, a slot that would have run could be MISSED). True
+        when that many went (or failed): the next turn comes soon, the allowance waits."""
+        by_ms = to_ms(now) + int(FATE_MARGIN_S * 1000)
+        limit = self.config.catchup_timers_per_slice * MAX_RELEASE_PER_TIMER
+        try:
+            report, taken = self.drain.release_urgent(by_ms, limit)
+            self.report.merge(report)
+            report, count = self.catchup.release_urgent(now, by_ms, limit - taken)
+            self.report.merge(report)
+            taken += count
+        except Exception:
+            log.exception("releasing catch-up held to its fate line failed; will retry")
+            self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
+            return True
+        if taken:
+            self.pace.released(now)
+        if taken < limit:
+            return False
+        self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)
+        return True
 
     def _spend(self, lagging: bool, slots: int, timers: int) -> None:
         """A paced turn of the lagging timers (else of the oldest past minute, until it closes),

@@ -1,0 +1,79 @@
+"""The catch-up pace may delay a held slot, never change its fate
+(:mod:`punctual.dispatch.polling.fate_lines`).
+
+A slot released more than 60 s after its instant is judged by its job's catch-up policy, and one
+past ``catchup.window_seconds`` is MISSED whatever the policy: a pace that holds owed timers past
+those lines turned slots that would have run into MISSED ones (QA 2026-12-07: a dead poller's
+minute of 600 catch-up ``none`` jobs 35 s late, workers claiming 20 a second: 70 MISSED paced,
+none unpaced). The in-process rig (:class:`simulation.SteadyWorkers`) as in
+``tests/unit/test_catchup_pace.py``: "unpaced" is a queue port that cannot count its backlog.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from punctual.models import ExecutionStatus
+
+T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _dead_pollers_minute(
+    counted: bool, jobs_due: int, schedule: str, catchup: dict[str, Any]
+) -> dict[str, int]:
+    """``jobs_due`` jobs of five tenants first due at 12:00:45, whose minute's poller died (the
+    next minute's takes it up at 12:01:20, 35 s on); workers claiming 20 a second. What became of
+    their slots due by the end: how many ran (first claims), were MISSED, were sent more than once."""
+    from factories import spec
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.usecases.jobs import JobService, QueueRouting
+    from simulation import LONG, SHORT, SteadyWorkers
+
+    clock = ManualClock(T - timedelta(minutes=2))
+    rig = type("Workers", (SteadyWorkers,), {"RATE": 20.0, "counted": counted})
+    store = MemoryStore()
+    sim = rig(store, clock)
+    jobs = JobService(store, sim.queues, clock, sim.config.layout, QueueRouting((SHORT,), (LONG,)))
+    due = (T + timedelta(seconds=45)).isoformat()
+    owed = {
+        jobs.register(f"tenant-{i % 5}", spec(schedule, start_at=due, catchup=catchup))[0].id
+        for i in range(jobs_due)
+    }
+    sim.run([T + timedelta(minutes=1), T + timedelta(minutes=2)], until=T + timedelta(minutes=3))
+    missed = sum(
+        record.slot_count or 1
+        for (_, job, _), record in store._executions.items()
+        if job in owed and record.status is ExecutionStatus.MISSED
+    )
+    ran = sum(1 for (job, _) in sim.started if job in owed)
+    sent = [(m.job_id, m.slot) for _, m in sim.queues.log if m.job_id in owed]
+    return {"ran": ran, "missed": missed, "sent twice": len(sent) - len(set(sent))}
+
+
+@pytest.mark.parametrize(
+    ("schedule", "catchup"),
+    [
+        ("rate(1 hour)", {"policy": "none"}),
+        ("rate(20 seconds)", {"policy": "latest"}),
+        ("rate(1 hour)", {"policy": "all", "window_seconds": 0}),
+        ("rate(1 hour)", {"policy": "all", "window_seconds": 80}),
+    ],
+)
+def test_a_held_dead_pollers_minute_runs_every_slot_it_ran_unpaced(
+    schedule: str, catchup: dict[str, Any]
+) -> None:
+    # Given a dead poller's minute of 1,000 jobs whose slots are 35 s late when the next poller
+    # takes the minute up, and workers claiming 20 a second: unpaced, every slot goes out at once,
+    # under 60 s late (under the window), and runs
+    unpaced = _dead_pollers_minute(False, 1000, schedule, catchup)
+    assert unpaced["missed"] == 0 and unpaced["ran"] > 0
+    # When the pace holds them (the queues hold a second of the workers' work: 50 s to send all)
+    paced = _dead_pollers_minute(True, 1000, schedule, catchup)
+    # Then each still goes out before its fate line: none is MISSED for the hold, every slot that
+    # ran unpaced runs, and once (none is sent twice)
+    assert paced["missed"] == 0, paced
+    assert paced["ran"] == unpaced["ran"] and paced["sent twice"] == unpaced["sent twice"] == 0
