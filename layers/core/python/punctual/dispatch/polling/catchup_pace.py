@@ -34,7 +34,10 @@ it can see drain:
 * the count cannot be read (a throttle, a queue port that cannot count), or its read (off the
   poller's loop, :class:`BackgroundCount`: a throttled read never holds the minute's on-time
   releases) has not answered in :data:`READ_TIMEOUT_S`: nothing is held;
-* while held, one CATCHUP timer still goes out every :data:`FLOOR_EVERY_S`, whatever the figures.
+* while held, one CATCHUP timer still goes out every :data:`FLOOR_EVERY_S`, whatever the figures;
+* a held timer whose fate line comes (held longer, a slot of it that would have run could be
+  MISSED: the catch-up policy's 60 s, or the window) goes out whatever the figures
+  (:mod:`.fate_lines`).
 
 SQS's count is approximate and may lag the queues (stale low: more is sent than the window;
 stale high: less drain is seen, and past :data:`NO_DRAIN_S` none): a count behind paces less well,
