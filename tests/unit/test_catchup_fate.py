@@ -77,3 +77,55 @@ def test_a_held_dead_pollers_minute_runs_every_slot_it_ran_unpaced(
     # ran unpaced runs, and once (none is sent twice)
     assert paced["missed"] == 0, paced
     assert paced["ran"] == unpaced["ran"] and paced["sent twice"] == unpaced["sent twice"] == 0
+
+
+@pytest.mark.parametrize(
+    ("catchup", "keep_s"),
+    [
+        ({"policy": "all"}, 3600),
+        ({"policy": "all", "window_seconds": 20}, 60),
+        ({"policy": "latest"}, 60),
+        ({"policy": "none"}, 60),
+    ],
+)
+def test_a_chain_timer_carries_the_line_past_which_its_fate_could_change(
+    catchup: dict[str, Any], keep_s: int
+) -> None:
+    from factories import job
+    from punctual.dispatch.polling.fate_lines import fate_line_ms
+    from punctual.timing.fate import noted_line_ms
+    from punctual.timing.slots import fire_timer
+    from punctual.timing.timers import TimerKind, TimerLayout, to_ms
+
+    owing = job(schedule="rate(1 minute)", catchup=catchup)
+    slot, now = T, T + timedelta(minutes=5)
+    late = fire_timer(TimerLayout(), owing, slot, now, chained=True)
+    ahead = fire_timer(TimerLayout(), owing, now + timedelta(minutes=1), now)
+    resumed = fire_timer(TimerLayout(), owing, slot, now, resumed=True)
+    assert (late.kind, ahead.kind, resumed.kind) == (TimerKind.CATCHUP, TimerKind.FIRE, TimerKind.RESUME)
+    # The line is the first slot's instant plus what its policy allows (not the clamped due)
+    assert noted_line_ms(late.owner) == fate_line_ms(late) == to_ms(slot) + 1000 * keep_s
+    assert fate_line_ms(ahead) == to_ms(now + timedelta(minutes=1)) + 1000 * keep_s
+    # A resumed chain's first slots were owed by the pause: they wait for nothing
+    assert fate_line_ms(resumed) == to_ms(slot)
+
+
+def test_timers_written_before_lines_were_noted_are_held_no_longer_than_a_minute() -> None:
+    from dataclasses import replace
+
+    from factories import job
+    from punctual.dispatch.polling.fate_lines import FateIndex, fate_line_ms
+    from punctual.timing.slots import MISSED_AFTER_S, fire_timer
+    from punctual.timing.timers import TimerKind, TimerLayout, to_ms
+
+    owing = job(schedule="rate(1 minute)")
+    fire = replace(fire_timer(TimerLayout(), owing, T, T - timedelta(minutes=5)), owner=None)
+    catchup = replace(fire_timer(TimerLayout(), owing, T, T + timedelta(minutes=5), chained=True), owner=None)
+    retry = replace(fire, kind=TimerKind.RETRY)
+    assert fate_line_ms(fire) == to_ms(T) + 1000 * MISSED_AFTER_S
+    assert fate_line_ms(catchup) == to_ms(T)  # (its first slot's instant: not held)
+    assert fate_line_ms(retry) is None  # (no slot of it is judged by its lateness)
+    # The index gives them earliest line first, only those due by the instant asked
+    index = FateIndex([fire, retry, catchup])
+    assert len(index) == 2
+    assert index.due(to_ms(T), 10) == [catchup] and index.due(to_ms(T) + 60_000, 10) == [fire]
