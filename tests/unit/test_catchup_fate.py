@@ -129,3 +129,55 @@ def test_timers_written_before_lines_were_noted_are_held_no_longer_than_a_minute
     index = FateIndex([fire, retry, catchup])
     assert len(index) == 2
     assert index.due(to_ms(T), 10) == [catchup] and index.due(to_ms(T) + 60_000, 10) == [fire]
+
+
+def _two_dead_pollers_minutes(counted: bool) -> dict[str, int]:
+    """Two minutes whose pollers died: 12:00 with 2,000 catch-up ``all`` jobs due at 12:00:30,
+    12:01 with 300 catch-up ``none`` jobs due at 12:01:45 (35 s late when the 12:02 poller owes
+    that minute); workers claiming 20 a second. What became of the ``none`` jobs' slots."""
+    from factories import spec
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.usecases.jobs import JobService, QueueRouting
+    from simulation import LONG, SHORT, SteadyWorkers
+
+    clock = ManualClock(T - timedelta(minutes=2))
+    rig = type("Workers", (SteadyWorkers,), {"RATE": 20.0, "counted": counted})
+    store = MemoryStore()
+    sim = rig(store, clock)
+    jobs = JobService(store, sim.queues, clock, sim.config.layout, QueueRouting((SHORT,), (LONG,)))
+    first, second = (T + timedelta(seconds=30)).isoformat(), (T + timedelta(seconds=105)).isoformat()
+    for i in range(2000):
+        jobs.register(f"all-{i % 5}", spec("rate(1 hour)", start_at=first))
+    owed = {
+        jobs.register(f"none-{i % 5}", spec("rate(1 hour)", start_at=second, catchup={"policy": "none"}))[
+            0
+        ].id
+        for i in range(300)
+    }
+    sim.run([T + timedelta(minutes=2), T + timedelta(minutes=3)], until=T + timedelta(minutes=4))
+    missed = sum(
+        1
+        for (_, job, _), record in store._executions.items()
+        if job in owed and record.status is ExecutionStatus.MISSED
+    )
+    sent = [(m.job_id, m.slot) for _, m in sim.queues.log if m.job_id in owed]
+    return {
+        "ran": sum(1 for (job, _) in sim.started if job in owed),
+        "missed": missed,
+        "sent twice": len(sent) - len(set(sent)),
+    }
+
+
+def test_a_past_minute_behind_one_the_pace_holds_open_is_read_ahead_for_its_lines() -> None:
+    # Given two dead pollers' minutes, the first holding 2,000 catch-up `all` slots (100 s of the
+    # workers' work), the second 300 catch-up `none` slots 35 s late when owed: unpaced both go out
+    # at once and every `none` slot runs
+    assert _two_dead_pollers_minutes(False) == {"ran": 300, "missed": 0, "sent twice": 0}
+    # When the pace holds the first minute open (catch-up opens the owed minutes one at a time)
+    paced = _two_dead_pollers_minutes(True)
+    # Then the second is read ahead and its slots go out by their lines all the same: all run
+    # (until then all 300 were MISSED); and none goes out twice, nor is judged again late by the
+    # next minute's poller, which drains both minutes again from their progress marks (20 were
+    # MISSED while their message waited, until the minute read ahead marked its progress)
+    assert paced == {"ran": 300, "missed": 0, "sent twice": 0}

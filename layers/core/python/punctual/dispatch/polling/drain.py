@@ -154,33 +154,46 @@ class MinuteDrain:
             raise
 
     def release_urgent(self, by_ms: int, limit: int) -> tuple[ReleaseReport, int]:
-        """Release at most ``limit`` held timers (lagging or not due yet) whose fate line is at or
-        before ``by_ms``, whatever their turn: held longer, their slots' fate could change
-        (:mod:`.fate_lines`). Returns the report and how many were taken from the index. On
-        failure they are held again and the error propagates."""
+        """Release held timers whose fate line is at or before ``by_ms`` (about ``limit`` timers at
+        most), whatever their turn: held longer, their slots' fate could change (:mod:`.fate_lines`).
+        Returns the report and how many timers were taken. On failure what was not released is
+        held again and the error propagates.
+
+        A lagging one goes at once. One not due yet (a past minute's, drained in due order) goes
+        with every timer due before it, in order: out of its turn it would be a hole behind the
+        minute's progress mark, and a poller that drains the minute again from that mark (the next
+        minute's, while this one still holds it) would release it again and judge its slots late
+        (QA: a catch-up ``none`` slot sent and not claimed yet was recorded MISSED)."""
         if self.fates is None:
             self.fates = FateIndex(itertools.chain(self.lagging, (entry[4] for entry in self.heap)))
-        urgent = self.fates.due(by_ms, limit) if limit > 0 else []
+        fates = self.fates
+        urgent = fates.due(by_ms, limit) if limit > 0 else []
         if not urgent:
             return ReleaseReport(), 0
         wanted = {id(timer) for timer in urgent}
         lagging = [timer for timer in self.lagging if id(timer) in wanted]
+        report = ReleaseReport()
         if lagging:
             self.lagging = deque(timer for timer in self.lagging if id(timer) not in wanted)
-        held = [entry[4] for entry in self.heap if id(entry[4]) in wanted]
-        if held:
-            self.heap = [entry for entry in self.heap if id(entry[4]) not in wanted]
-            heapq.heapify(self.heap)
-        batch = sorted([*lagging, *held], key=lambda timer: timer.due_ms)  # (the ones gone: released)
+            try:
+                report.merge(self._release(lagging))
+            except Exception:
+                self.lagging = deque(sorted([*lagging, *self.lagging], key=lambda timer: timer.due_ms))
+                for timer in urgent:
+                    fates.add(timer)
+                raise
+        held = [entry[4] for entry in self.heap if id(entry[4]) in wanted]  # (the others: released)
+        if not held:
+            return report, len(lagging)
+        waiting = len(self.heap)
         try:
-            return self._release(batch), len(urgent)
-        except Exception:
-            # (_release holds the heap's again, but for CATCHUP timers here: those wait in lagging)
-            back = [*lagging, *(t for t in held if self.defer_catchup and t.kind is _CATCHUP)]
-            self.lagging = deque(sorted([*back, *self.lagging], key=lambda timer: timer.due_ms))
-            for timer in batch:
-                self.fates.add(timer)
-            raise
+            report.merge(self.release_due(max(timer.due_ms for timer in held), limit=limit))
+        finally:  # (cut short by the limit, or failed: what is still held keeps its line)
+            left = {id(entry[4]) for entry in self.heap}
+            for timer in held:
+                if id(timer) in left:
+                    fates.add(timer)
+        return report, len(lagging) + waiting - len(self.heap)
 
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:

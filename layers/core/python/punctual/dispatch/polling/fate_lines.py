@@ -17,9 +17,13 @@ window (an hour by default) past its slot, which a catch-up the workers take sel
 ``none`` and ``latest`` jobs send little of what they owe (their late slots are recorded, not sent),
 and what comes out by its line is at most a slot's own rate, a minute late.
 
-What it does not see: a past minute not opened yet (catch-up opens them oldest first, one at a
-time; a minute held open keeps the next unread). A timer written before lines were noted is held
-by its due instant when it is a FIRE timer (its first slot's dispatch instant: by the 60 s line),
+A past minute's timer goes with every timer due before it, in order, and the minute's progress
+mark moves (:meth:`.drain.MinuteDrain.release_urgent`): in a dead poller's minute that mixes
+policies, the ``all`` timers due before a ``none`` one go with it, at the minute's own rate, under a
+minute late. The owed minutes after the one the pace holds open are read ahead for their lines
+(:meth:`.catchup.CatchUp.release_urgent`). What it does not see: owed minutes past
+:data:`.catchup.AHEAD_TIMERS` held timers. A timer written before lines were noted is held by its
+due instant when it is a FIRE timer (its first slot's dispatch instant: by the 60 s line),
 else not at all (a CATCHUP or RESUME timer's first slot is not known more closely).
 """
 
