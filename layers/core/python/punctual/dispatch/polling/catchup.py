@@ -143,7 +143,10 @@ class CatchUp:
         closed now, so that the next one opens at the next turn."""
         if limit <= 0 or not self.pending:
             return ReleaseReport(), 0
-        self._read_ahead(now)
+        try:
+            self._read_ahead(now)
+        except Exception:  # (what is open already goes on: the next turn reads again)
+            log.exception("reading owed minutes ahead failed; will retry")
         report, taken = ReleaseReport(), 0
         for opened in [self.open, *self.ahead]:
             if opened is not None and taken < limit:

@@ -352,7 +352,8 @@ class MinutePoll:
         """Paced: release the held timers (lagging, then the open past minute's) whose fate line
         comes within :data:`.fate_lines.FATE_MARGIN_S`, at most a slice's worth of slots' timers,
         whatever the pace allows (held longer, a slot that would have run could be MISSED). True
-        when that many went (or failed): the next turn comes soon, the allowance waits."""
+        when that many went: the next turn comes soon, the allowance waits. One that fails (a
+        store throttled) leaves the turn to the allowance: catch-up never waits on it."""
         by_ms = to_ms(now) + int(FATE_MARGIN_S * 1000)
         limit = self.config.catchup_timers_per_slice * MAX_RELEASE_PER_TIMER
         try:
@@ -363,8 +364,7 @@ class MinutePoll:
             taken += count
         except Exception:
             log.exception("releasing catch-up held to its fate line failed; will retry")
-            self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
-            return True
+            return False
         if taken:
             self.pace.released(now)
         if taken < limit:
