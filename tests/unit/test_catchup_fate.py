@@ -245,3 +245,90 @@ def test_the_rest_of_a_chain_under_a_minute_late_is_not_held_past_its_line(polic
     # backlog, Then the `none` and `latest` jobs' go out before their first slot is 60 s late: none
     # MISSED (until then 54 were)
     assert _poller_down_45_s(True, policy) == 0
+
+
+class _Releaser:
+    """A releaser that fails (a throttled send) while ``failing``; else records what it sends."""
+
+    def __init__(self) -> None:
+        from punctual.dispatch.polling import PollerConfig
+
+        self.config = PollerConfig()
+        self.failing = True
+        self.sent: list[Any] = []
+
+    def release(self, timers: list[Any], uncertain: bool = False) -> Any:
+        from punctual.dispatch.polling.release import ReleaseReport
+
+        if self.failing and timers:
+            raise RuntimeError("throttled")
+        self.sent.extend(timers)
+        return ReleaseReport(released=len(timers))
+
+
+def _timers(policy: str, seconds: list[int], now: datetime, chained: bool) -> list[Any]:
+    from factories import job
+    from punctual.timing.slots import fire_timer
+    from punctual.timing.timers import TimerLayout
+
+    return [
+        fire_timer(
+            TimerLayout(),
+            job(f"job-{s}", "rate(1 hour)", catchup={"policy": policy}),
+            T + timedelta(seconds=s),
+            now,
+            chained=chained,
+        )
+        for s in seconds
+    ]
+
+
+def test_a_past_minutes_urgent_timer_goes_with_those_due_before_it_and_is_held_again_on_failure() -> None:
+    from punctual.dispatch.polling.drain import MinuteDrain
+    from punctual.timing.timers import to_ms
+
+    # Given a past minute's timers: `all` ones at :10 and :20 (lines an hour on), a `none` one at
+    # :30 (its line at 12:01:30), another `none` at :50
+    releaser = _Releaser()
+    drain = MinuteDrain(releaser, uncertain_through_ms=None)  # type: ignore[arg-type]
+    drain.hold(_timers("all", [10, 20], T - timedelta(hours=1), False))
+    drain.hold(_timers("none", [30, 50], T - timedelta(hours=1), False))
+    by = to_ms(T + timedelta(seconds=95))  # (12:01:35: the :30 one's line came, not the :50's)
+    # When its release fails, Then nothing is lost: all four are held, the :30 one still urgent
+    with pytest.raises(RuntimeError):
+        drain.release_urgent(by, 100)
+    assert len(drain) == 4 and releaser.sent == []
+    # And once it goes, the :30 one goes with those due before it, in order (no hole behind the
+    # minute's progress mark), and the mark is through it
+    releaser.failing = False
+    report, taken = drain.release_urgent(by, 100)
+    assert [t.job_id for t in releaser.sent] == ["job-10", "job-20", "job-30"] and taken == 3
+    assert report.released == 3 and drain.released_through_ms == to_ms(T + timedelta(seconds=30))
+    assert drain.release_urgent(by, 100) == (report.__class__(), 0)  # (nothing else due by its line)
+
+
+def test_lagging_urgent_timers_go_out_of_turn_and_come_back_in_order_on_failure() -> None:
+    from punctual.dispatch.polling.drain import MinuteDrain
+    from punctual.timing.timers import to_ms
+
+    # Given the minute's lagging CATCHUP timers: an `all` chain's and two `none` chains' (their
+    # first slots 40 s late: lines 20 s on)
+    now = T + timedelta(seconds=100)
+    releaser = _Releaser()
+    drain = MinuteDrain(releaser, uncertain_through_ms=None, defer_catchup=True)  # type: ignore[arg-type]
+    drain.hold(_timers("all", [55], now, True) + _timers("none", [60, 61], now, True))
+    releaser.failing = False
+    drain.release_due(to_ms(now))
+    assert len(drain.lagging) == 3 and releaser.sent == []
+    by = to_ms(now + timedelta(seconds=25))
+    # When their release fails, Then they wait in lagging again, in due order, still urgent
+    releaser.failing = True
+    before = list(drain.lagging)
+    with pytest.raises(RuntimeError):
+        drain.release_urgent(by, 100)
+    assert list(drain.lagging) == before
+    # And then the `none` ones go, out of their turn, the `all` one waits its turn
+    releaser.failing = False
+    _, taken = drain.release_urgent(by, 100)
+    assert sorted(t.job_id for t in releaser.sent) == ["job-60", "job-61"] and taken == 2
+    assert [t.job_id for t in drain.lagging] == ["job-55"]

@@ -174,11 +174,11 @@ class MinuteDrain:
         lagging = [timer for timer in self.lagging if id(timer) in wanted]
         report = ReleaseReport()
         if lagging:
-            self.lagging = deque(timer for timer in self.lagging if id(timer) not in wanted)
+            waited, self.lagging = self.lagging, deque(t for t in self.lagging if id(t) not in wanted)
             try:
                 report.merge(self._release(lagging))
             except Exception:
-                self.lagging = deque(sorted([*lagging, *self.lagging], key=lambda timer: timer.due_ms))
+                self.lagging = waited  # (as they waited: nothing else took any meanwhile)
                 for timer in urgent:
                     fates.add(timer)
                 raise
