@@ -164,8 +164,9 @@ class MinuteDrain:
         minute's progress mark, and a poller that drains the minute again from that mark (the next
         minute's, while this one still holds it) would release it again and judge its slots late
         (QA: a catch-up ``none`` slot sent and not claimed yet was recorded MISSED)."""
-        if self.fates is None:
-            self.fates = FateIndex(itertools.chain(self.lagging, (entry[4] for entry in self.heap)))
+        if self.fates is None:  # (the poller's own minute: only its lagging ones wait, the rest is on time)
+            not_due = [] if self.defer_catchup else [entry[4] for entry in self.heap]
+            self.fates = FateIndex(itertools.chain(self.lagging, not_due))
         fates = self.fates
         urgent = fates.due(by_ms, limit) if limit > 0 else []
         if not urgent:

@@ -349,7 +349,7 @@ class MinutePoll:
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
 
     def _release_urgent(self, now: datetime) -> bool:
-        """Paced: release the held timers (lagging, then the open past minute's) whose fate line
+        """Paced: release the held timers (lagging, then the owed past minutes') whose fate line
         comes within :data:`.fate_lines.FATE_MARGIN_S`, at most a slice's worth of slots' timers,
         whatever the pace allows (held longer, a slot that would have run could be MISSED). True
         when that many went: the next turn comes soon, the allowance waits. One that fails (a
