@@ -76,3 +76,57 @@ def test_the_console_shows_the_new_jobs_run_begun_by_a_clock_a_second_behind() -
     )
 
     assert shown.tables["pc-jobs"].column("Failures 24 h") == ["1"]  # type: ignore[attr-defined]
+
+
+def test_the_jobs_run_begun_by_a_clock_behind_stays_its_own_after_an_edit(api: ApiClient) -> None:
+    """The run's version is the creation's, the job's spec a later one (an edit since): the record
+    is still the job's own. Review: the rule compared the record's version with the job's current
+    spec, so any replace made a first run begun by a clock a second behind the deleted job's (and
+    the console hid it), even of a job never deleted."""
+    headers = {"If-None-Match": "*"}
+    for job_id in ("fresh", "again"):
+        assert api.call("PUT", f"/v1/jobs/{job_id}", job_spec(target=HTTP), headers=headers).status == 201
+    old = api.call("GET", "/v1/jobs/again").body
+    assert api.call("DELETE", "/v1/jobs/again").status == 204
+    assert api.call("PUT", "/v1/jobs/again", job_spec(target=HTTP), headers=headers).status == 201
+    for job_id in ("fresh", "again"):
+        made = api.call("GET", f"/v1/jobs/{job_id}").body
+        created = datetime.fromisoformat(made["created_at"])
+        edit = {"If-Match": f'"{made["version"]}"'}
+        edited = api.call(
+            "PUT", f"/v1/jobs/{job_id}", job_spec(target=HTTP, schedule="cron(30 3 * * ? *)"), headers=edit
+        )
+        assert edited.status == 200 and edited.body["version"] == made["version"] + 1
+        own = _ran(
+            job_id, ALICE_ID, created - timedelta(seconds=1), made["version"], ExecutionStatus.SUCCEEDED
+        )
+        api.store.save_execution(own, None, ttl_epoch_s=2_000_000_000)
+
+        listed = api.call("GET", f"/v1/jobs/{job_id}/executions").body
+        read = api.call("GET", f"/v1/jobs/{job_id}/executions/{quote(own.slot, safe='')}").body
+
+        assert [(item["slot"], item["job_deleted"]) for item in listed["items"]] == [(own.slot, False)]
+        assert read["job_deleted"] is False
+    # the deleted job's run begun as late is still the deleted job's: its version is before the new job's
+    ended = _ran("again", ALICE_ID, created - timedelta(seconds=3), old["version"], ExecutionStatus.FAILED)
+    api.store.save_execution(ended, None, ttl_epoch_s=2_000_000_000)
+    read = api.call("GET", f"/v1/jobs/again/executions/{quote(ended.slot, safe='')}").body
+    assert read["job_deleted"] is True
+
+
+def test_the_console_shows_the_jobs_run_begun_by_a_clock_behind_after_an_edit() -> None:
+    store = MemoryStore()
+    t0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    made = job("report", now=t0, version=1)
+    store.create_job(made, None, 100)
+    edited = made.model_copy(update={"version": 2, "spec_version": 2})
+    store.replace_job(edited, 1)
+    store.save_execution(
+        _ran("report", "default", t0 - timedelta(seconds=1), 1, ExecutionStatus.FAILED), None, 2_000_000_000
+    )
+
+    shown = parse(
+        render_console(build_view(store, ConsoleQuery("default"), t0 + timedelta(minutes=1)), LocalLinks())
+    )
+
+    assert shown.tables["pc-jobs"].column("Failures 24 h") == ["1"]  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ document served at ``/v1/openapi.json`` and committed as ``openapi.json``.
 
 import contextlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
@@ -61,6 +62,7 @@ from punctual.models import (
     CALENDAR_NAME_RULE,
     Execution,
     ExecutionStatus,
+    Job,
     JobState,
 )
 from punctual.store.base import UnreadableJobError
@@ -435,19 +437,30 @@ def list_executions(
     return ExecutionPage(items=kept, next_token=svc.tokens.encode(cursor, scope), job_deleted=deleted)
 
 
-def _job_created(tenant: str, job_id: str) -> tuple[datetime, int] | None:
-    """When the job at this id was created, and the version its spec dates from; None when there is
-    none (its history is kept until it expires). A job that cannot be read counts as existing since ever."""
+# A job at an id: when it was created, the version its spec dates from, and (read once, when a
+# record's version asks for it) the version it was created at (:meth:`JobStore.first_version`)
+Incarnation = tuple[datetime, int, Callable[[], int]]
+
+
+def _incarnation(tenant: str, job: Job) -> Incarnation:
+    first = cache(lambda: services().store.first_version(tenant, job.id))
+    return job.created_at, job.spec_since, first
+
+
+def _job_created(tenant: str, job_id: str) -> Incarnation | None:
+    """When the job at this id was created, the version its spec dates from and its first version;
+    None when there is none (its history is kept until it expires). A job that cannot be read
+    counts as existing since ever."""
     try:
         job = services().jobs.get(tenant, job_id)
     except JobNotFoundError:
         return None
     except UnreadableJobError:
-        return datetime.min.replace(tzinfo=UTC), 0
-    return job.created_at, job.spec_since
+        return datetime.min.replace(tzinfo=UTC), 0, lambda: 0
+    return _incarnation(tenant, job)
 
 
-def _of_a_deleted_job(execution: Execution, created: tuple[datetime, int] | None) -> bool:
+def _of_a_deleted_job(execution: Execution, created: Incarnation | None) -> bool:
     """Whether ``execution`` belongs to a job that was deleted: there is no job at its id, or the
     one there is a job re-created at the id of a deleted one (as an EventBridge schedule deleted and
     created again under its name) and the record is the deleted job's
@@ -508,7 +521,7 @@ def _in_a_missed_range(tenant: str, job_id: str, slot: str) -> ExecutionOut:
             " (yet: a run-now slot's record is written once a worker takes it)" if MANUAL_MARK in slot else ""
         )
         raise problems.not_found(f"no execution of job {job_id!r} for slot {slot[:80]!r}{later}")
-    created = (job.created_at, job.spec_since) if job is not None else _job_created(tenant, job_id)
+    created = _incarnation(tenant, job) if job is not None else _job_created(tenant, job_id)
     return ExecutionOut.of(found, _of_a_deleted_job(found, created), range_slot=missed.slot)
 
 

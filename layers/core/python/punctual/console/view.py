@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache, partial
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import JobStore, UnreadableJob
@@ -292,8 +293,9 @@ def build_view(
         # Not a deleted job's at this id (the API marks them job_deleted: QA21, a job created again
         # showed its predecessor's failures as its own); recent by when they ended (a backfill's
         # failure of a slot days old is recent: QA21, it was left out of the last 24 h)
+        first = cache(partial(store.first_version, job.tenant, job.id))  # (read only when asked)
         executions = [
-            e for e in history.items if not e.shown_as_an_earlier_jobs(job.created_at, job.spec_since)
+            e for e in history.items if not e.shown_as_an_earlier_jobs(job.created_at, job.spec_since, first)
         ]
         recent = [e for e in executions if (e.finished_at or e.scheduled_at) >= since]
         failed = [e for e in recent if e.status in FAILED_STATUSES]

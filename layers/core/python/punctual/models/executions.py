@@ -5,7 +5,7 @@ Every transition is a conditional write; :data:`TRANSITIONS` is the one table of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Self
@@ -230,16 +230,22 @@ class Execution(_ShallowCopy):
         recorded) after it."""
         return self.first_instant < created
 
-    def shown_as_an_earlier_jobs(self, created: datetime, spec_since: int) -> bool:
+    def shown_as_an_earlier_jobs(
+        self, created: datetime, spec_since: int, first_version: Callable[[], int]
+    ) -> bool:
         """Whether the API and the console show this record as an earlier job's at the id of the job
-        created at ``created`` whose spec dates from version ``spec_since`` (``job_deleted``): it
-        began (or was written) before that creation, and it was released for an older version (a
-        job created again starts past the deleted one's versions) or began more than
-        :data:`EARLIER_JOB_MARGIN` before it. QA32: a run-now started just after the creation by a
-        worker whose clock was behind the API's showed as the deleted job's (the console hid it)."""
+        created at ``created`` (``job_deleted``): it began (or was written) before that creation,
+        and began more than :data:`EARLIER_JOB_MARGIN` before it or was released for a version
+        before the job's first (``first_version``: :meth:`JobStore.first_version`; versions never
+        repeat across a job id's incarnations). Read only for a record released for an older spec
+        than the job's (``spec_since``): one of its current spec is its own. QA32: a run-now started
+        just after the creation by a worker whose clock was behind the API's showed as the deleted
+        job's (the console hid it); review: so did it, of any job, once the job's spec was edited."""
         if not self.before_job(created):
             return False
-        return self.job_version < spec_since or self.first_instant < created - EARLIER_JOB_MARGIN
+        if self.first_instant < created - EARLIER_JOB_MARGIN:
+            return True
+        return self.job_version < spec_since and self.job_version < first_version()
 
     def of_an_earlier_job(self, created: datetime) -> bool:
         """Whether this record ended before the job created at ``created`` existed, so that a backfill
