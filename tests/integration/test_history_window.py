@@ -156,3 +156,21 @@ def test_a_window_read_to_its_end_in_a_full_page_says_it_is_the_last(api: ApiCli
     assert [item["slot"] for item in full["items"]] == [HOURS[9], HOURS[8]] and full["next_token"] is None
     # ten of the window's own records fill the page: the range reaching 23:00 comes on a page of its own
     assert len(ranged["items"]) == 10 and ranged["next_token"] is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("since=0999-01-01T00:00:00Z", [*HOURS[::-1][:4], MANUAL, *HOURS[::-1][4:], RANGE[0]]),
+        ("since=0999-01-01T00:00:00Z&limit=4", [*HOURS[::-1][:4], MANUAL, *HOURS[::-1][4:], RANGE[0]]),
+        ("until=0999-01-01T00:00:00Z", []),
+        ("since=0500-06-01&until=2026-11-30T02:00:00Z", [HOURS[1], HOURS[0], RANGE[0]]),
+    ],
+)
+def test_a_window_edge_before_the_year_1000_sorts_before_every_slot(
+    api: ApiClient, job_id: str, query: str, expected: list[str]
+) -> None:
+    """Review: the edge's key was a slot key's text, whose year before 1000 is not padded
+    ('999-01-01T00:00:00Z'), which sorts after every slot of a four-digit year: since=0999-01-01
+    listed nothing, until=0999-01-01 everything."""
+    assert _slots(api, job_id, query) == expected

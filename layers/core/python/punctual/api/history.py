@@ -20,7 +20,6 @@ from punctual.execution.records import covering_range
 from punctual.models import Execution, ExecutionStatus
 from punctual.store.base import JobStore, Page
 from punctual.timing.instants import InstantError, parse_rfc3339
-from punctual.timing.timers import slot_key
 
 SINCE = (
     "Only slots at or after this instant (RFC 3339, any offset; without one, UTC), and a MISSED range"
@@ -42,7 +41,10 @@ class Window:
 
 
 def _key_from(field: str, text: str | None) -> tuple[datetime, str] | None:
-    """The first whole second at or after the instant ``text`` and its slot key (None: not given)."""
+    """The first whole second at or after the instant ``text`` and its key, as a slot's sorts
+    (None: not given). Its year is always four digits: a slot key's text of a year before 1000 is
+    not padded ('999-...', :func:`slot_key`), which sorts after every slot (review: since=0999-01-01
+    listed nothing, until=0999-01-01 everything)."""
     if text is None:
         return None
     try:
@@ -53,7 +55,7 @@ def _key_from(field: str, text: str | None) -> tuple[datetime, str] | None:
         second = instant
         if instant.microsecond:
             second = datetime.fromtimestamp(math.ceil(instant.timestamp()), UTC)
-        return second, slot_key(second)
+        return second, second.isoformat().replace("+00:00", "Z")  # (in UTC, a whole second)
     except (ValueError, OverflowError):
         raise problems.invalid(f"query.{field}", f"{field}: {text[:40]!r} is out of range") from None
 
