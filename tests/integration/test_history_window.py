@@ -174,3 +174,18 @@ def test_a_window_edge_before_the_year_1000_sorts_before_every_slot(
     ('999-01-01T00:00:00Z'), which sorts after every slot of a four-digit year: since=0999-01-01
     listed nothing, until=0999-01-01 everything."""
     assert _slots(api, job_id, query) == expected
+
+
+def test_a_fraction_of_a_second_far_ahead_still_moves_the_edge_past_its_second(
+    api: ApiClient, job_id: str
+) -> None:
+    """Review: the edge's next whole second was the ceiling of a float timestamp, which holds no
+    microsecond past about 2242: since=3000-01-01T00:00:00.000001Z kept the slot of 00:00:00,
+    before it, and until=... left that slot out."""
+    far = "3000-01-01T00:00:00Z"
+    _record(api, job_id, far, ExecutionStatus.SUCCEEDED)
+
+    after = _slots(api, job_id, "since=3000-01-01T00:00:00.000001Z")
+    before = _slots(api, job_id, "since=2999-12-31T23:59:59Z&until=3000-01-01T00:00:00.000001Z")
+
+    assert after == [] and before == [far]

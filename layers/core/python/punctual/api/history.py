@@ -11,9 +11,8 @@ QA32: the history could only be read from its newest record down, a page at a ti
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 
 from punctual.api import problems
 from punctual.execution.records import covering_range
@@ -54,7 +53,7 @@ def _key_from(field: str, text: str | None) -> tuple[datetime, str] | None:
     try:  # (a fraction of a second after 9999-12-31T23:59:59 has no next second)
         second = instant
         if instant.microsecond:
-            second = datetime.fromtimestamp(math.ceil(instant.timestamp()), UTC)
+            second = instant.replace(microsecond=0) + timedelta(seconds=1)  # (exact: no float)
         return second, second.isoformat().replace("+00:00", "Z")  # (in UTC, a whole second)
     except (ValueError, OverflowError):
         raise problems.invalid(f"query.{field}", f"{field}: {text[:40]!r} is out of range") from None
