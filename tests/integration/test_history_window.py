@@ -189,3 +189,15 @@ def test_a_fraction_of_a_second_far_ahead_still_moves_the_edge_past_its_second(
     before = _slots(api, job_id, "since=2999-12-31T23:59:59Z&until=3000-01-01T00:00:00.000001Z")
 
     assert after == [] and before == [far]
+
+
+def test_an_offset_whose_plus_the_query_string_read_as_a_space_is_still_its_offset(
+    api: ApiClient, job_id: str
+) -> None:
+    """Review: a '+' left unencoded in a query string is a space once API Gateway decodes it, so
+    since=2026-11-30T04:00:00+01:00 as docs/api.md writes it (curl, a browser) arrived as
+    '2026-11-30T04:00:00 01:00' and was a 422. A space where an offset's sign goes can only be that."""
+    plain = _slots(api, job_id, "since=2026-11-30T04:00:00+01:00&until=2026-11-30T06:00:00.5+00:00")
+    encoded = _slots(api, job_id, "since=2026-11-30T04:00:00%2B01:00&until=2026-11-30T06:00:00.5%2B00:00")
+
+    assert plain == encoded == [HOURS[6], MANUAL, *HOURS[5:2:-1]]

@@ -11,6 +11,7 @@ QA32: the history could only be read from its newest record down, a page at a ti
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -39,6 +40,11 @@ class Window:
         return {"since": self.since, "until": self.until}
 
 
+# An offset's '+' left unencoded in a query string, which the query's decoding made a space
+# (2026-11-30T04:00:00 01:00): after a time of day, a space can be nothing else
+_UNENCODED_PLUS = re.compile(r"(\d{2}:\d{2}:\d{2}(?:\.\d+)?) (\d{2}:\d{2})\s*\Z")
+
+
 def _key_from(field: str, text: str | None) -> tuple[datetime, str] | None:
     """The first whole second at or after the instant ``text`` and its key, as a slot's sorts
     (None: not given). Its year is always four digits: a slot key's text of a year before 1000 is
@@ -47,7 +53,7 @@ def _key_from(field: str, text: str | None) -> tuple[datetime, str] | None:
     if text is None:
         return None
     try:
-        instant = parse_rfc3339(text)
+        instant = parse_rfc3339(_UNENCODED_PLUS.sub(r"\1+\2", text))
     except InstantError as exc:
         raise problems.invalid(f"query.{field}", f"{field}: {exc}") from None
     try:  # (a fraction of a second after 9999-12-31T23:59:59 has no next second)
