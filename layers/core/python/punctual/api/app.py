@@ -550,7 +550,9 @@ def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
     if not alerts and created is None:
         raise problems.not_found(f"job {job!r} not found")
     # (QA28: a job created again at the id listed the deleted job's alerts as its own, unmarked)
-    items = [AlertOut.of(alert, created is None or alert.created_at < created[0]) for alert in alerts]
+    items = [
+        AlertOut.of(alert, created is None or alert.shown_as_an_earlier_jobs(created[0])) for alert in alerts
+    ]
     return AlertList(items=items, job_deleted=created is None)
 
 

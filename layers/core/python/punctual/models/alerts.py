@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from pydantic import (
 )
 
 from punctual.models.base import StrictModel, int_field
+from punctual.models.executions import EARLIER_JOB_MARGIN
 from punctual.models.targets import Target
 
 MAX_ALERT_RULES = 10
@@ -142,3 +144,21 @@ class Alert(BaseModel):
     # Takeovers so far: each owner numbers its tries after every earlier owner's (the fencing
     # token's number only grows, as a slot's attempts do)
     taken_over: int = 0
+
+    def shown_as_an_earlier_jobs(self, created: datetime) -> bool:
+        """Whether the API shows this alert as an earlier job's at the id of the job created at
+        ``created`` (``job_deleted``): it was made before that creation, and more than
+        :data:`~punctual.models.executions.EARLIER_JOB_MARGIN` before it or about a slot before it.
+        ``created_at`` is the worker's clock and the creation the API's: an alert of the new job's
+        first run (its slot at or after the creation, a run-now's instant is the API's) made by a
+        worker whose clock is a second behind is the job's own (review of QA32, as for records)."""
+        if self.created_at >= created:
+            return False
+        if self.created_at < created - EARLIER_JOB_MARGIN:
+            return True
+        scheduled = self.body.get("scheduled_at") or self.key_slot.split("~", 1)[0]  # (a run-now's mark)
+        try:
+            slot = datetime.fromisoformat(scheduled) if isinstance(scheduled, str) else None
+        except ValueError:
+            slot = None
+        return slot is None or slot.tzinfo is None or slot < created
