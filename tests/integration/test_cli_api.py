@@ -494,7 +494,11 @@ def test_runs_list_all_follows_every_page(served: Served, capsys: pytest.Capture
     page = json.loads(listed)
     slots = [r["slot"] for r in page["items"]]
     assert code == 0 and len(slots) == 250 and slots == sorted(slots, reverse=True)
-    assert page["next_token"] is None
+    assert page["next_token"] is None and page["job_deleted"] is False
+    # And a deleted job's history listed whole says so, as each page does (review of QA32)
+    assert run(capsys, "jobs", "delete", job["id"])[0] == 0
+    code, listed, _ = run(capsys, "runs", "list", job["id"], "--all", "-o", "json")
+    assert code == 0 and json.loads(listed)["job_deleted"] is True and len(json.loads(listed)["items"]) == 250
     # And --all with --next-token is refused as a usage error (the token would be ignored)
     code, _, err = run(capsys, "runs", "list", job["id"], "--all", "--next-token", "abc")
     assert code == 2 and "not allowed with argument" in err

@@ -351,7 +351,7 @@ class PunctualClient:
         self, state: str | None = None, tag: str | None = None, limit: int | None = None
     ) -> Iterator[dict[str, Any]]:
         """Every job (at most ``limit``), following ``next_token`` until it is absent."""
-        return _items(lambda size, token: self.list_jobs(state, tag, size, token), limit)
+        return follow_pages(lambda size, token: self.list_jobs(state, tag, size, token), limit)
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}", answers=JOB).body
@@ -415,7 +415,7 @@ class PunctualClient:
     ) -> Iterator[dict[str, Any]]:
         """The job's executions, newest slot first (at most ``limit``; ``since``, ``until``), following
         ``next_token`` until it is absent (a page filtered by ``status`` may be short, even empty)."""
-        return _items(lambda size, token: self.list_executions(job_id, status, size, token, **span), limit)
+        return follow_pages(lambda size, at: self.list_executions(job_id, status, size, at, **span), limit)
 
     def get_execution(self, job_id: str, slot: str) -> dict[str, Any]:
         execution: dict[str, Any] = self.request(
@@ -456,7 +456,7 @@ class PunctualClient:
 
     def iter_calendars(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """Every calendar (at most ``limit``), following ``next_token`` until it is absent."""
-        return _items(self.list_calendars, limit)
+        return follow_pages(self.list_calendars, limit)
 
     def delete_calendar(self, name: str, if_match: int | None = None) -> None:
         self.request("DELETE", f"/v1/calendars/{_seg(name)}", headers=_if(if_match))
@@ -546,7 +546,9 @@ def _retry_wait(
 PAGE_SIZE = 100  # the most a page of any listing holds
 
 
-def _items(fetch: Callable[[int, str | None], dict[str, Any]], limit: int | None) -> Iterator[dict[str, Any]]:
+def follow_pages(
+    fetch: Callable[[int, str | None], dict[str, Any]], limit: int | None = None
+) -> Iterator[dict[str, Any]]:
     """The items of the pages ``fetch(size, next_token)`` answers, until there is no ``next_token``
     or ``limit`` items were given (None: no limit)."""
     if limit is not None and limit < 0:
