@@ -78,6 +78,7 @@ class TwoGroups:
         self.queues.send(QUEUE, self.mine)
         self.b.sent(QUEUE, self.mine, T)
         self.copies: list[tuple[float, str, int]] = []  # (seconds after T, _key, messages taken by then)
+        self.steady: list[DispatchMessage] = []  # another sender's, one sent each 100 ms tick
 
     def waiting(self) -> int:
         limit = self.now - timedelta(seconds=self.lag_s)
@@ -88,6 +89,8 @@ class TwoGroups:
     def run(self, until_s: float, ends_at: datetime | None = None) -> None:
         for tick in range(int(until_s * 10) + 1):
             now = T + timedelta(milliseconds=100 * tick)
+            if self.steady:
+                self.queues.send(QUEUE, [self.steady.pop(0)])
             queued = self.queues.all_messages()
             while self.taken < len(queued) and T + timedelta(
                 seconds=(self.taken + 1) / self.per_second
@@ -105,15 +108,17 @@ class TwoGroups:
 
 
 def test_a_backlog_another_group_sent_is_not_a_reason_to_re_send_mine() -> None:
-    # Given another group's 200 messages in the queue, then this group's 20 behind them, workers
-    # taking 10 a second in order (20 s before the workers reach mine; none of mine claimed by then)
-    rig = TwoGroups(backlog=200, mine=20, per_second=10)
+    # Given another group's 80 messages in the queue, then this group's 20 behind them, workers
+    # taking 10 a second in order (8 s before the workers reach mine, 10 s before they took all of
+    # it; none of mine claimed by then): within the hold on the count (HOLD_PERIODS periods from
+    # the first check)
+    rig = TwoGroups(backlog=80, mine=20, per_second=10)
     # When both watches check as the workers drain the queue
     rig.run(until_s=40)
     # Then no copy is sent while the workers were still taking what was sent before its original:
     # each such copy only joins the queue's end and is dropped by its claim (before: this group's
     # 20 messages, each sent again up to three times)
-    first_mine = 200
+    first_mine = 80
     assert [c for c in rig.copies if c[2] <= first_mine] == []
 
 
@@ -138,6 +143,26 @@ def test_a_dead_held_message_behind_another_groups_backlog_is_re_sent_with_a_cou
     [(at, slot, _)] = rig.copies
     assert slot == _key(rig.mine[0])
     assert at <= 200 / 10 + lag_s + AFTER_S + 1.0
+
+
+def test_a_dead_held_message_in_steady_traffic_is_re_sent_soon_after_the_workers_reached_it() -> None:
+    # Given another group's 50 messages in front of this group's one, which a worker that died
+    # before its handler holds; another sender's steady traffic (10 a second) as the workers take
+    # 10 a second, so the count hovers at 50, one higher each odd second (arrivals and departures
+    # out of step): it falls by one every two seconds and never reaches 0
+    rig = TwoGroups(backlog=50, mine=1, per_second=10, dead=frozenset({50}))
+    rig.steady = _messages("initech", 1000)
+    real = rig.waiting
+    rig.queues.count = lambda: real() + (int((rig.now - T).total_seconds()) % 2)
+    rig.run(until_s=60)
+    # Then it is re-sent within twice the watch's period (and its second of re-checks) after the
+    # workers reached it (5.1 s), not once the count's falls add up to the 50 that waited when it
+    # was first held (100 s: past its poller's end) (the falls undercount what the workers take
+    # when others send meanwhile)
+    reached_s = 51 / 10
+    [(at, slot, _)] = rig.copies[:1]
+    assert slot == _key(rig.mine[0])
+    assert at <= reached_s + 2 * AFTER_S + 1.0
 
 
 def test_a_count_that_cannot_be_read_re_sends_as_before() -> None:

@@ -48,10 +48,12 @@ with no claim of its own to show for it. So with no claim of its own in the last
 watch goes by the queue's waiting count (every sender's messages, :mod:`.resend_backlog`): an
 unclaimed message is held while the count is fresh, over 0 and fell within ``after_s``, until the
 workers took as many as waited when it was first held; re-sent as before when the count cannot
-be read, is 0 (a message a worker holds is not counted), stood for ``after_s``, or at the watch's
-end. A message a dead worker holds behind another group's backlog is so re-sent once what waited
-in front of it drained (the falls seen add up to it) or the count stops falling, not ``after_s``
-after its send (``tests/unit/test_resend_shared_queues.py``).
+be read, is 0 (a message a worker holds is not counted), stood for ``after_s``, after
+:data:`.resend_backlog.HOLD_PERIODS` periods held so (the falls undercount a drain while others
+send: steady traffic would hold it to the watch's end), or at the watch's end. A message a dead
+worker holds behind another group's backlog is so re-sent once what waited in front of it drained
+(the falls seen add up to it), the count stops falling, or at most ``3 * after_s`` after its send,
+not ``after_s`` after it (``tests/unit/test_resend_shared_queues.py``).
 
 What it costs: one read unit per two watched messages, one more per lease period for a run that
 outlives its first check, a read a second of each message waiting in a backlog, and at most

@@ -26,7 +26,13 @@ all of this holds (:meth:`QueueBacklogs.holds`):
   bound of what they took: the others' sends in between hide some), its turn is past, and it is
   re-sent. That bounds a message a dead worker holds (not counted: it is in flight) behind the
   others' backlog: re-sent once what waited in front of it drained, or the count stops falling
-  for ``after_s``.
+  for ``after_s``;
+* it was first held less than :data:`HOLD_PERIODS` periods ago. The falls undercount what the
+  workers take while others send (a count hovering at 50 under steady traffic, one fall every two
+  seconds, held a message a dead worker had for 100 s: to its poller's end, though the workers
+  reached it in 5 s), and a lagging count falls late: so a message held on the count alone is
+  re-sent at most ``(1 + HOLD_PERIODS) * after_s`` (and a second) after its send. A backlog of
+  the others' longer than that in front of it costs one copy of it (the copy is held as long).
 """
 
 from __future__ import annotations
@@ -47,6 +53,11 @@ EPISODE_S = 60.0
 # A figure older than this is no evidence (a read off the loop that has not answered since, or a
 # queue no check found a message unclaimed in): the watch re-sends as it did without counts.
 FRESH_S = 3.0
+# A message is held on the count alone at most this many watch periods (``after_s``) from when it
+# was first held: the falls undercount what the workers take while others send (steady traffic:
+# a count hovering at 50 that falls by one every two seconds held a message a dead worker had
+# for 100 s, past its poller's end, though the workers reached it in 5 s).
+HOLD_PERIODS = 2.0
 
 
 @dataclass
@@ -55,6 +66,7 @@ class BacklogMark:
 
     falls: int  # the queue's falls so far (:attr:`_Queue.falls`)
     waiting: int  # messages waiting then: at most that many were in front of it
+    at: datetime  # when (held on the count at most :data:`HOLD_PERIODS` periods from then)
 
 
 @dataclass
@@ -216,7 +228,9 @@ class QueueBacklogs:
         if not timedelta(0) <= now - queue.fell_at <= timedelta(seconds=self.after_s):
             return False, mark  # (not falling that long)
         if mark is None:
-            return True, BacklogMark(queue.falls, queue.waiting)
+            return True, BacklogMark(queue.falls, queue.waiting, now)
+        if not timedelta(0) <= now - mark.at < timedelta(seconds=HOLD_PERIODS * self.after_s):
+            return False, mark  # (held that long already, or the clock was set back)
         return queue.falls - mark.falls < mark.waiting, mark
 
 
