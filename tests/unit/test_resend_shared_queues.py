@@ -79,6 +79,8 @@ class TwoGroups:
         self.b.sent(QUEUE, self.mine, T)
         self.copies: list[tuple[float, str, int]] = []  # (seconds after T, _key, messages taken by then)
         self.steady: list[DispatchMessage] = []  # another sender's, one sent each 100 ms tick
+        # Each watch checked only when it says it is due (as the poller's loop wakes), not each tick
+        self.driven = False
 
     def waiting(self) -> int:
         limit = self.now - timedelta(seconds=self.lag_s)
@@ -101,6 +103,8 @@ class TwoGroups:
             self.now = now
             self.history.append((now, len(queued) - self.taken))
             for watch in (self.a, self.b):
+                if self.driven and ((due := watch.next_check()) is None or due > now):
+                    continue
                 before = len(self.queues.all_messages())
                 watch.check(now, ends_at)
                 fresh = self.queues.all_messages()[before:]
@@ -120,6 +124,22 @@ def test_a_backlog_another_group_sent_is_not_a_reason_to_re_send_mine() -> None:
     # 20 messages, each sent again up to three times)
     first_mine = 80
     assert [c for c in rig.copies if c[2] <= first_mine] == []
+
+
+def test_a_watch_checked_only_when_due_reads_the_count_over_its_sends_wait() -> None:
+    # Given the same, each watch checked only when it says a check or a count's read is due (as
+    # the poller's loop wakes for it)
+    rig = TwoGroups(backlog=80, mine=20, per_second=10)
+    rig.driven = True
+    rig.run(until_s=40)
+    # Then no copy either (before: the count was first read at the first check, 4 s after the
+    # send, with no fall seen yet, and all 20 of this group's were re-sent then)
+    assert [c for c in rig.copies if c[2] <= 80] == []
+    # and a message a dead worker holds there is still re-sent
+    rig = TwoGroups(backlog=80, mine=1, per_second=10, dead=frozenset({80}))
+    rig.driven = True
+    rig.run(until_s=40)
+    assert [slot for _, slot, _ in rig.copies] == [_key(rig.mine[0])]
 
 
 def test_a_message_a_dead_worker_holds_behind_another_groups_backlog_is_re_sent_once_it_drained() -> None:

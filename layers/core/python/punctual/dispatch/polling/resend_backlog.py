@@ -73,6 +73,7 @@ class BacklogMark:
 class _Queue:
     count: Callable[[], int] | BackgroundCount
     until: datetime | None = None  # read until then (None: not wanted)
+    wanted_at: datetime | None = None  # when it was last wanted after a time not wanted
     asked_at: datetime | None = None  # when a read was last asked for
     read_at: datetime | None = None  # when the last figure came
     waiting: int | None = None  # that figure (None: none, or the read failed)
@@ -144,14 +145,21 @@ class QueueBacklogs:
         if queue is None:
             queue = self._queues[url] = _Queue(self._reader(url))
         until = now + timedelta(seconds=self.after_s + 1)
+        if queue.until is None:
+            queue.wanted_at = now
         queue.until = max(until, queue.until or until)
         return queue
 
     def next_read(self) -> datetime | None:
-        """When a wanted count is next due a read (None: none wanted)."""
+        """When a wanted count is next due a read (None: none wanted): at once when wanted, then
+        each :data:`READ_EVERY_S`. The poller's loop wakes for it, so the figures cover the sends'
+        wait and their first check has falls to go by (due at the window's end, the first read
+        came at the first check, with no fall seen: every message there was re-sent)."""
         with self._lock:
             due = [
-                q.asked_at + timedelta(seconds=READ_EVERY_S) if q.asked_at is not None else q.until
+                max(q.asked_at + timedelta(seconds=READ_EVERY_S), q.wanted_at or q.asked_at)
+                if q.asked_at is not None
+                else q.wanted_at or q.until
                 for q in self._queues.values()
                 if q.until is not None
             ]
