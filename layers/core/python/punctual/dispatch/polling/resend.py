@@ -52,8 +52,9 @@ be read, is 0 (a message a worker holds is not counted), stood for ``after_s``, 
 :data:`.resend_backlog.HOLD_PERIODS` periods held so (the falls undercount a drain while others
 send: steady traffic would hold it to the watch's end), or at the watch's end. A message a dead
 worker holds behind another group's backlog is so re-sent once what waited in front of it drained
-(the falls seen add up to it), the count stops falling, or at most ``3 * after_s`` after its send,
-not ``after_s`` after it (``tests/unit/test_resend_shared_queues.py``).
+(the falls seen add up to it), the count stops falling, or two periods after it was first held so
+(``3 * after_s`` and a second after its send when held from its first check), not ``after_s``
+after its send (``tests/unit/test_resend_shared_queues.py``).
 
 What it costs: one read unit per two watched messages, one more per lease period for a run that
 outlives its first check, a read a second of each message waiting in a backlog, and at most

@@ -31,7 +31,8 @@ all of this holds (:meth:`QueueBacklogs.holds`):
   workers take while others send (a count hovering at 50 under steady traffic, one fall every two
   seconds, held a message a dead worker had for 100 s: to its poller's end, though the workers
   reached it in 5 s), and a lagging count falls late: so a message held on the count alone is
-  re-sent at most ``(1 + HOLD_PERIODS) * after_s`` (and a second) after its send. A backlog of
+  re-sent at most ``HOLD_PERIODS * after_s`` (and a second) after it was first held so, which is
+  ``(1 + HOLD_PERIODS) * after_s`` after its send when held from its first check. A backlog of
   the others' longer than that in front of it costs one copy of it (the copy is held as long).
 """
 
