@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from factories import job as make_job
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
@@ -165,21 +167,24 @@ def test_a_dead_held_message_behind_another_groups_backlog_is_re_sent_with_a_cou
     assert at <= 200 / 10 + lag_s + AFTER_S + 1.0
 
 
-def test_a_dead_held_message_in_steady_traffic_is_re_sent_soon_after_the_workers_reached_it() -> None:
-    # Given another group's 50 messages in front of this group's one, which a worker that died
-    # before its handler holds; another sender's steady traffic (10 a second) as the workers take
-    # 10 a second, so the count hovers at 50, one higher each odd second (arrivals and departures
-    # out of step): it falls by one every two seconds and never reaches 0
-    rig = TwoGroups(backlog=50, mine=1, per_second=10, dead=frozenset({50}))
+@pytest.mark.parametrize("level", [50, 200])
+def test_a_dead_held_message_in_steady_traffic_is_re_sent_soon_after_the_workers_reached_it(
+    level: int,
+) -> None:
+    # Given another group's 50 (200) messages in front of this group's one, which a worker that
+    # died before its handler holds; another sender's steady traffic (10 a second) as the workers
+    # take 10 a second, so the count hovers at 50 (200), one higher each odd second (arrivals and
+    # departures out of step): it falls by one every two seconds and never reaches 0
+    rig = TwoGroups(backlog=level, mine=1, per_second=10, dead=frozenset({level}))
     rig.steady = _messages("initech", 1000)
     real = rig.waiting
     rig.queues.count = lambda: real() + (int((rig.now - T).total_seconds()) % 2)
     rig.run(until_s=60)
     # Then it is re-sent within twice the watch's period (and its second of re-checks) after the
-    # workers reached it (5.1 s), not once the count's falls add up to the 50 that waited when it
-    # was first held (100 s: past its poller's end) (the falls undercount what the workers take
-    # when others send meanwhile)
-    reached_s = 51 / 10
+    # workers reached it (5.1 s; 20.1 s), not once the count's falls add up to what waited when it
+    # was first held (before: at 108 s, past its poller's end; with 200, not in 250 s) (the falls
+    # undercount what the workers take when others send meanwhile)
+    reached_s = (level + 1) / 10
     [(at, slot, _)] = rig.copies[:1]
     assert slot == _key(rig.mine[0])
     assert at <= reached_s + 2 * AFTER_S + 1.0
