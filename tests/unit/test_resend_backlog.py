@@ -15,6 +15,7 @@ import pytest
 
 from factories import job as make_job
 from factories import spec
+from punctual.dispatch.polling.minute import MinutePoll
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
 from punctual.models import Execution, ExecutionStatus
@@ -202,20 +203,26 @@ def test_a_takeover_waiting_in_a_backlog_is_not_re_sent() -> None:
     assert sent == [(4.0, MessageKind.TAKEOVER, 1)]
 
 
-def test_a_dead_held_message_sent_at_a_pollers_end_is_re_sent_before_its_watch_ends() -> None:
-    # Given a minute's poller at its end (its minute and grace over) that sends 11 slots there, the
-    # last one received by a worker that died before its handler ran, the 10 others claimed by
-    # healthy workers over 2 s
+def _sent_at_a_pollers_end(messages: list[DispatchMessage]) -> tuple[Simulation, MinutePoll]:
+    """A minute's poller at its end (its minute and grace over) that sent ``messages`` then."""
     store, clock = MemoryStore(), ManualClock(T)
     sim = Simulation(store, clock)
     sim.config = replace(sim.config, resend_after_s=4.0)
     run = sim.poller().poller.minute_poll(T, 0, 1)
     clock.set(run.final)
+    sim.queues.send(SHORT, messages)
+    run.poller.releaser.watch.sent(SHORT, messages, clock.now())
+    return sim, run
+
+
+def test_a_dead_held_message_sent_at_a_pollers_end_is_re_sent_before_its_watch_ends() -> None:
+    # Given a minute's poller at its end (its minute and grace over) that sends 11 slots there, the
+    # last one received by a worker that died before its handler ran, the 10 others claimed by
+    # healthy workers over 2 s
     *claimed_ones, lost = _burst(11)
-    sim.queues.send(SHORT, [*claimed_ones, lost])
-    run.poller.releaser.watch.sent(SHORT, [*claimed_ones, lost], clock.now())
+    sim, run = _sent_at_a_pollers_end([*claimed_ones, lost])
     for index, message in enumerate(claimed_ones):
-        _claim(store, message, run.final + timedelta(seconds=0.2 * (index + 1)))
+        _claim(sim.store, message, run.final + timedelta(seconds=0.2 * (index + 1)))
     # When it runs its last re-send checks
     run.finish()
     # Then the lost slot is re-sent before the watch is gone (before: it waited for the claims to
@@ -250,3 +257,17 @@ def test_a_copy_whose_original_was_claimed_does_not_say_the_workers_went_past_it
     # the original's claim, not the workers reaching the copy's place behind the 50 (before: every
     # one of the 50 still waiting then was taken for passed over, and re-sent)
     assert [(m.slot, m.resend) for m in copies] == [(first.slot, 1)]
+
+
+def test_more_dead_held_messages_than_a_round_re_sends_at_a_pollers_end_are_all_re_sent() -> None:
+    # Given a minute's poller at its end that sends 120 slots there, all received by workers that
+    # died before their handler ran (an init failure of every worker): more than the MAX_PER_ROUND
+    # (50) copies a check round sends
+    lost = _burst(120)
+    sim, run = _sent_at_a_pollers_end(lost)
+    # When it runs its last re-send checks
+    run.finish()
+    # Then every one is re-sent before the watch is gone (before: 50 a round, the last round's
+    # rest checked again a second later, past the watch's end: 20 left in flight for the queue's
+    # 960 s timeout)
+    assert {m.slot for _, m in sim.queues.log if m.resend} == {m.slot for m in lost}

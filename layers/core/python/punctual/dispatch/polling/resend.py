@@ -58,7 +58,8 @@ after its send (``tests/unit/test_resend_shared_queues.py``).
 
 What it costs: one read unit per two watched messages, one more per lease period for a run that
 outlives its first check, a read a second of each message waiting in a backlog, and at most
-:data:`MAX_PER_ROUND` re-sends a check round (one a second); ``GetQueueAttributes`` (off the loop, at
+:data:`MAX_PER_ROUND` re-sends a check round (one a second; all that are due in the watch's last
+round, whose next second is past its end); ``GetQueueAttributes`` (off the loop, at
 most one a second a queue) over the wait of messages sent to a queue with a backlog seen in the
 last minute or not read in it, and while checks find messages unclaimed there: about 6 a minute
 a queue a poller sends to when its queues stay empty.
@@ -251,6 +252,9 @@ class ResendWatch:
         again: dict[str, list[DispatchMessage]] = {}
         later: list[_Watched] = []
         count = waiting = 0
+        # Copies a round: at most MAX_PER_ROUND, but none left over in the watch's last round (its
+        # next second is past the watch's end: the rest would wait for the queue's timeout)
+        room = MAX_PER_ROUND if ends_at is None or now + timedelta(seconds=1) <= ends_at else len(due)
         # Each message with its record when the record shows it claimed (None: unclaimed)
         found = [(entry, _claimed_record(entry.message, records)) for entry in due]
         for entry, record in found:
@@ -265,14 +269,14 @@ class ResendWatch:
                 follow = self._running(entry, record, now)
                 if isinstance(follow, _Watched):
                     later.append(follow)
-                elif follow is not None and count < MAX_PER_ROUND:
+                elif follow is not None and count < room:
                     again.setdefault(entry.queue, []).append(follow)
                     count += 1
                     later.append(self._after_takeover(entry, follow, now))
                 elif follow is not None:
                     later.append(self._again(entry, now + timedelta(seconds=1)))
                 continue
-            if count >= MAX_PER_ROUND or not self._skipped(entry, now, ends_at):
+            if count >= room or not self._skipped(entry, now, ends_at):
                 # A backlog the workers are draining (or a busy queue, more likely than that many
                 # dead workers): a copy would only join it. Checked again in a second.
                 waiting += 1
