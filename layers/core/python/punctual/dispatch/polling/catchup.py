@@ -168,6 +168,13 @@ class CatchUp:
             self.store.put_progress(opened.minute, self.group, self.group_count, through)
 
     def _read_ahead(self, now: datetime) -> None:
+        # The open minute is always the oldest owed: one read now would be opened before those
+        # read ahead, and its watermarks, moved as it closes, would pass minutes still holding
+        # timers (QA: three owed minutes, the second read ahead when the first closed; the third
+        # was opened, drained, and moved the watermarks past the second: a poller ending there
+        # left the second minute's timers to none)
+        if self.open is None and self.ahead:
+            self.open = self.ahead.popleft()
         held = sum(len(opened.drain) for opened in [self.open, *self.ahead] if opened is not None)
         while held < AHEAD_TIMERS:
             opened = self._read_next(now)

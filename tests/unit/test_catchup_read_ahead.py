@@ -1,0 +1,74 @@
+"""The owed minutes catch-up reads ahead for their fate lines (:meth:`punctual.dispatch.polling.
+catchup.CatchUp.release_urgent`) are still drained, marked and passed by the watermarks oldest
+first: a watermark that moves past a minute whose timers were not all released loses them (the
+next poller owes nothing before it: those chains stop)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+class _Releaser:
+    """Records the timers it is handed (sent as they come)."""
+
+    def __init__(self) -> None:
+        from punctual.dispatch.polling import PollerConfig
+
+        self.config = PollerConfig()
+        self.sent: list[Any] = []
+
+    def release(self, timers: list[Any], uncertain: bool = False) -> Any:
+        from punctual.dispatch.polling.release import ReleaseReport
+
+        self.sent.extend(timers)
+        return ReleaseReport(released=len(timers))
+
+
+def test_a_minute_read_ahead_is_drained_before_the_watermarks_pass_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from factories import job
+    from punctual.dispatch.polling import PollerConfig
+    from punctual.dispatch.polling import catchup as catchup_module
+    from punctual.dispatch.polling.catchup import CatchUp
+    from punctual.store.memory import MemoryStore
+    from punctual.timing.slots import fire_timer
+    from punctual.timing.timers import Lane, TimerLayout, to_ms
+
+    # Given three owed minutes (12:00, 12:01, 12:02), a catch-up `all` timer in each (lines an
+    # hour on: nothing urgent), and a read ahead bounded at two minutes' timers (AHEAD_TIMERS,
+    # 20,000, made 2 here: as with three minutes of 10,000 timers)
+    layout, store = TimerLayout(), MemoryStore()
+    minutes = [T + timedelta(minutes=m) for m in range(3)]
+    for index, minute in enumerate(minutes):
+        owing = job(f"job-{index}", "rate(1 hour)")
+        store.put_timers([fire_timer(layout, owing, minute + timedelta(seconds=10), T - timedelta(hours=1))])
+    shards = {lane: layout.shards_of_group(lane, 0, 1) for lane in (Lane.FAR, Lane.NEAR)}
+    for lane, owned in shards.items():
+        store.advance_watermarks(lane, owned, minutes[0])
+    monkeypatch.setattr(catchup_module, "AHEAD_TIMERS", 2)
+    releaser = _Releaser()
+    catchup = CatchUp(store, releaser, PollerConfig(), 0, 1, shards)  # type: ignore[arg-type]
+    catchup.plan(minutes[-1] + timedelta(minutes=1))
+    now = minutes[-1] + timedelta(minutes=1, seconds=20)
+    # When the poller's catch-up turns go (paced: the urgent release first, then a slice of one
+    # timer), the first minute closing while the second waits read ahead
+    turns = 0
+    while catchup.pending and turns < 10:
+        turns += 1
+        catchup.release_urgent(now, to_ms(now) + 10_000, 600)
+        catchup.slice(now, 1)
+        # Then at every turn (where the poller may die, or its minute end) the watermarks leave
+        # owed every minute that still holds a timer not released: the next poller reads it
+        mark = min(store.get_watermarks(Lane.FAR, shards[Lane.FAR]).values())
+        sent = {timer.job_id for timer in releaser.sent}
+        unsent = [minute for index, minute in enumerate(minutes) if f"job-{index}" not in sent]
+        assert all(minute >= mark for minute in unsent), (turns, mark, sent)
+    # And every minute is released once, oldest first (until now 12:02 was opened before 12:01,
+    # read ahead, and the watermarks moved to 12:03 with 12:01's timer still held)
+    assert [timer.job_id for timer in releaser.sent] == ["job-0", "job-1", "job-2"]
