@@ -72,3 +72,40 @@ def test_a_minute_read_ahead_is_drained_before_the_watermarks_pass_it(
     # And every minute is released once, oldest first (until now 12:02 was opened before 12:01,
     # read ahead, and the watermarks moved to 12:03 with 12:01's timer still held)
     assert [timer.job_id for timer in releaser.sent] == ["job-0", "job-1", "job-2"]
+
+
+def test_reading_owed_minutes_ahead_never_holds_the_minutes_on_time_slots_back() -> None:
+    from factories import spec
+    from punctual.dispatch.polling import PollerConfig
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.timing.timers import Lane, TimerLayout
+    from punctual.usecases.jobs import JobService, QueueRouting
+    from simulation import LONG, SHORT, SteadyWorkers, instant_of
+
+    # Given a store whose bucket reads take 3 ms each (DynamoDB's, about: a minute of one shard
+    # group is 544 of them), its pollers down for the half hour before 12:00 (their watermarks
+    # left at 11:30: 30 owed minutes, nearly empty), and a `rate(1 second)` job on time
+    clock = ManualClock(T - timedelta(minutes=1))
+
+    class Slow(MemoryStore):
+        def query_timers(self, *args: Any, **kwargs: Any) -> Any:
+            clock.advance(0.003)
+            return super().query_timers(*args, **kwargs)
+
+    store = Slow()
+    rig = type("Workers", (SteadyWorkers,), {"RATE": 20.0, "counted": True})
+    layout = TimerLayout()  # (512 far and 32 near shards, as deployed)
+    config = PollerConfig(layout=layout, short_queue_urls=(SHORT,), long_queue_urls=(LONG,), concurrency=2)
+    sim = rig(store, clock, config=config)
+    for lane in (Lane.FAR, Lane.NEAR):
+        store.advance_watermarks(lane, layout.shards_of_group(lane, 0, 1), T - timedelta(minutes=30))
+    jobs = JobService(store, sim.queues, clock, layout, QueueRouting((SHORT,), (LONG,)))
+    on_time = jobs.register("tenant-a", spec("rate(1 second)", start_at=T.isoformat()))[0].id
+    # When the 12:00 poller catches the owed minutes up beside its own (paced: the queues count)
+    sim.run([T], until=T + timedelta(minutes=1, seconds=30))
+    # Then the job's slots go out on time all the same: a catch-up turn reads at most the owed
+    # minutes it can before the minute's next release (until now the first turn read all 30
+    # minutes ahead, 49 s of reads, and the slots due meanwhile went up to 49 s late)
+    late = [(at - instant_of(m)).total_seconds() for at, m in sim.queues.log if m.job_id == on_time]
+    assert len(late) >= 55 and max(late) < 10, max(late)

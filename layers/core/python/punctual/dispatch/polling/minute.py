@@ -359,7 +359,13 @@ class MinutePoll:
         try:
             report, taken = self.drain.release_urgent(by_ms, limit)
             self.report.merge(report)
-            report, count = self.catchup.release_urgent(now, by_ms, limit - taken)
+            # (the owed minutes are read ahead only until the minute's own next poll or release)
+            ready = self.next_poll
+            due = self.drain.next_due_ms()
+            if due is not None:
+                ready = min(ready, from_ms(due))
+            busy = lambda: self.clock.now() >= ready  # noqa: E731
+            report, count = self.catchup.release_urgent(now, by_ms, limit - taken, busy)
             self.report.merge(report)
             taken += count
         except Exception:
