@@ -104,7 +104,7 @@ def test_a_chain_timer_carries_the_line_past_which_its_fate_could_change(
     resumed = fire_timer(TimerLayout(), owing, slot, now, resumed=True)
     assert (late.kind, ahead.kind, resumed.kind) == (TimerKind.CATCHUP, TimerKind.FIRE, TimerKind.RESUME)
     # The line is the first slot's instant plus what its policy allows (not the clamped due)
-    assert noted_line_ms(late.owner) == fate_line_ms(late) == to_ms(slot) + 1000 * keep_s
+    assert noted_line_ms(late.owner, to_ms(slot)) == fate_line_ms(late) == to_ms(slot) + 1000 * keep_s
     assert fate_line_ms(ahead) == to_ms(now + timedelta(minutes=1)) + 1000 * keep_s
     # A resumed chain's first slots were owed by the pause: they wait for nothing
     assert fate_line_ms(resumed) == to_ms(slot)

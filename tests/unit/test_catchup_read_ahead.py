@@ -109,3 +109,31 @@ def test_reading_owed_minutes_ahead_never_holds_the_minutes_on_time_slots_back()
     # minutes ahead, 49 s of reads, and the slots due meanwhile went up to 49 s late)
     late = [(at - instant_of(m)).total_seconds() for at, m in sim.queues.log if m.job_id == on_time]
     assert len(late) >= 55 and max(late) < 10, max(late)
+
+
+@pytest.mark.parametrize(
+    ("catchup", "jitter_s"),
+    [({"policy": "all"}, 0), ({"policy": "all", "window_seconds": 86400}, 90), ({"policy": "none"}, 7)],
+)
+def test_a_chain_timers_fate_line_costs_a_few_bytes_and_is_never_later_than_its_line(
+    catchup: dict[str, Any], jitter_s: int
+) -> None:
+    from factories import job
+    from punctual.dispatch.polling.fate_lines import fate_line_ms
+    from punctual.timing.slots import dispatch_instant, fate_keep_s, fire_timer
+    from punctual.timing.timers import TimerLayout, to_ms
+
+    # Given a job's chain timers, on time (FIRE) and written late (CATCHUP, and a FIRE timer a
+    # repair writes for a past slot, due when written); each near one is read
+    # some 8.8 times a trigger, its far one written and read in packs of ~70 bytes an entry
+    owing = job("job-1", "rate(1 minute)", catchup=catchup, jitter_seconds=jitter_s)
+    slot = T + timedelta(minutes=3)
+    for now, chained in ((T, True), (T + timedelta(minutes=5), True), (T + timedelta(minutes=5), False)):
+        timer = fire_timer(TimerLayout(), owing, slot, now, chained=chained)
+        line = to_ms(dispatch_instant(owing, slot)) + 1000 * fate_keep_s(owing, timer.kind)
+        # Then its line is noted in at most 5 characters (an epoch in ms took 18: 30 % more bytes
+        # a packed timer, 0.0808 write units a next timer at 10,000/s became 0.0992), and read
+        # back it is the line or up to a second before it (never after: held longer, its slot
+        # could be MISSED)
+        assert timer.owner is None or len(timer.owner) <= 5, timer.owner
+        assert line - 1000 < fate_line_ms(timer) <= line  # type: ignore[operator]

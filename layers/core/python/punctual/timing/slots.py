@@ -265,6 +265,11 @@ def fire_timer(
     due = dispatch_instant(job, slot)
     late = due <= now
     kind = TimerKind.RESUME if resumed and late else _CATCHUP if chained and late else _FIRE
+    keep_s = fate_keep_s(job, kind)
+    slot_ms = round(slot.timestamp() * 1000)
+    # (a FIRE timer held by MISSED_AFTER_S past its due instant notes nothing: its reader's
+    # fallback; not one written late, whose due is when it was written)
+    plain = kind is _FIRE and not late and keep_s == MISSED_AFTER_S
     return layout.make(
         now=now,
         due=due,
@@ -274,7 +279,7 @@ def fire_timer(
         attempt=1,
         kind=kind,
         job_version=job.version,
-        owner=fate_note(round(due.timestamp() * 1000) + 1000 * fate_keep_s(job, kind)),
+        owner=None if plain else fate_note(slot_ms, round(due.timestamp() * 1000) + 1000 * keep_s),
     )
 
 

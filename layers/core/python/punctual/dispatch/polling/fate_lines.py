@@ -47,12 +47,13 @@ def fate_line_ms(timer: Timer) -> int | None:
     timer of a job's chain of slots)."""
     if timer.kind not in CHAIN_KINDS:
         return None
-    noted = noted_line_ms(timer.owner)
+    slot_ms = to_ms(slot_instant(timer.slot))
+    noted = noted_line_ms(timer.owner, slot_ms)
     if noted is not None:
         return noted
     if timer.kind is TimerKind.FIRE:
         return timer.due_ms + MISSED_AFTER_S * 1000
-    return to_ms(slot_instant(timer.slot))
+    return slot_ms
 
 
 class FateIndex:
