@@ -168,6 +168,14 @@ def per_trigger_rows(
         if (phase, kind) == ("poller", "progress") and group_minutes:
             share = groups_at(SUSTAINED_PER_S) / group_minutes / (SUSTAINED_PER_S * 60) * triggers
             wru_at_scale, at_scale = wru_at_scale * share, at_scale * share
+        if operation == "sqs.GetQueueAttributes":
+            # The short queues' waiting counts (the re-send watch's; the catch-up pace's only while
+            # a poller catches up) are read per poller and queue, whatever the rate: sustained, the
+            # workers claim every message before its check, and the watch reads a queue one period
+            # a minute (resend_backlog.QueueBacklogs.sent); at 10,000/s, every group's poller does
+            # so over each of the scale profile's short queues, over a minute's triggers. This
+            # run's few triggers a second pay the same reads over far fewer.
+            at_scale = min(usd, count_reads_per_trigger_at_scale() * prices.sqs_fifo * 1e6)
         if packing and tally.timers and operation == "dynamodb.BatchWriteItem":
             # The poller's next timers, packed as a poller at 10,000/s packs them.
             wru_at_scale = min(wru_at_scale, tally.timers / triggers * packing)
@@ -298,6 +306,21 @@ def logs_and_traces_per_million(load: RunResult, prices: Prices, batch: float) -
         "xray_traces_per_trigger": traces,
         "xray_usd_per_million": traces * prices.xray_trace * 1e6,
     }
+
+
+# The scale profile's short queues at 10,000/s with 100 ms targets (docs/capacity.md, profile (b):
+# queueCount 3; 1 with targets that answer at once)
+SCALE_SHORT_QUEUES = 3
+
+
+def count_reads_per_trigger_at_scale() -> float:
+    """``GetQueueAttributes`` calls a trigger at 10,000/s, at most (see :func:`rows`)."""
+    from punctual.dispatch.polling.resend import RESEND_AFTER_S
+    from punctual.dispatch.polling.resend_backlog import READ_EVERY_S
+
+    a_minute = (RESEND_AFTER_S + 1) / READ_EVERY_S + 1  # one period, read at once then each second
+    per_second = groups_at(SUSTAINED_PER_S) * SCALE_SHORT_QUEUES * a_minute / 60
+    return per_second / SUSTAINED_PER_S
 
 
 def groups_at(rate_per_s: float) -> int:

@@ -271,3 +271,35 @@ def test_more_dead_held_messages_than_a_round_re_sends_at_a_pollers_end_are_all_
     # rest checked again a second later, past the watch's end: 20 left in flight for the queue's
     # 960 s timeout)
     assert {m.slot for _, m in sim.queues.log if m.resend} == {m.slot for m in lost}
+
+
+def test_a_queue_whose_messages_are_claimed_before_their_checks_is_read_a_period_a_minute() -> None:
+    """Review (QA32): every send re-armed the count's reads while the last figure was over 0, and at
+    10,000 triggers a second the messages in transit keep it so: each poller read each short queue
+    every second all minute ($0.003 a million triggers more at 20 pollers over 3 queues). A count
+    over 0 is no backlog in front of this poller's messages; a check that finds some unclaimed is."""
+    from punctual.dispatch.polling.resend_backlog import EPISODE_S, READ_EVERY_S, QueueBacklogs
+
+    reads: list[datetime] = []
+    now = T
+
+    def count(url: str) -> int:
+        reads.append(now)
+        return 50  # messages in transit, always some
+
+    backlogs = QueueBacklogs(count, remote=False, after_s=4.0)
+    minutes = 3
+    for second in range(minutes * 60):  # a send every second; every message claimed before its check
+        now = T + timedelta(seconds=second)
+        backlogs.sent(QUEUE, now)
+        backlogs.observe(now)
+    period = (4.0 + 1) / READ_EVERY_S + 1
+    assert len(reads) <= (minutes * 60 / EPISODE_S + 1) * period, len(reads)
+    # And a check that finds messages unclaimed keeps the count read while the poller sends
+    reads.clear()
+    backlogs.unclaimed({QUEUE}, now)
+    for second in range(1, 31):
+        now = T + timedelta(seconds=minutes * 60 + second)
+        backlogs.sent(QUEUE, now)
+        backlogs.observe(now)
+    assert len(reads) >= 30 / READ_EVERY_S - 1, len(reads)
