@@ -11,7 +11,7 @@ import boto3
 
 from factories import job as make_job
 from punctual.dispatch.polling import Poller, PollerConfig
-from punctual.dispatch.polling.catchup_pace import BackgroundCount, NotYet
+from punctual.dispatch.polling.queue_counts import BackgroundCount, NotYet
 from punctual.dispatch.queues import MessageKind, SqsQueues, message_for
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore

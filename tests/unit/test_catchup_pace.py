@@ -25,10 +25,9 @@ from punctual.dispatch.polling.catchup_pace import (
     READ_EVERY_S,
     READ_TIMEOUT_S,
     STANDING_S,
-    BackgroundCount,
     CatchUpPace,
-    NotYet,
 )
+from punctual.dispatch.polling.queue_counts import BackgroundCount, NotYet
 from punctual.dispatch.queues import MemoryQueues
 from simulation import SHORT, catch_up_beside_another_tenant
 

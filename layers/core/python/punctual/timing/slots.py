@@ -17,7 +17,7 @@ from punctual.timing import schedules
 from punctual.timing.fate import fate_note
 from punctual.timing.instants import format_instant, format_instant_adaptive, format_instant_ms
 from punctual.timing.missed_ranges import SPAN_CAP, MissedRange, drop_in_bulk, span
-from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
+from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key, to_ms
 
 MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up policy decides
 # Catch-up releases at most this many slots per timer, then chains on through a near timer due
@@ -266,10 +266,10 @@ def fire_timer(
     late = due <= now
     kind = TimerKind.RESUME if resumed and late else _CATCHUP if chained and late else _FIRE
     keep_s = fate_keep_s(job, kind)
-    slot_ms = round(slot.timestamp() * 1000)
     # (a FIRE timer held by MISSED_AFTER_S past its due instant notes nothing: its reader's
     # fallback; not one written late, whose due is when it was written)
     plain = kind is _FIRE and not late and keep_s == MISSED_AFTER_S
+    note = None if plain else fate_note(to_ms(slot), to_ms(due) + 1000 * keep_s)
     return layout.make(
         now=now,
         due=due,
@@ -279,7 +279,7 @@ def fire_timer(
         attempt=1,
         kind=kind,
         job_version=job.version,
-        owner=None if plain else fate_note(slot_ms, round(due.timestamp() * 1000) + 1000 * keep_s),
+        owner=note,
     )
 
 

@@ -62,7 +62,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from punctual.dispatch.polling.queue_counts import BackgroundCount, CountsWaiting, NotYet
+from punctual.dispatch.polling.queue_counts import (
+    BackgroundCount,
+    CountsWaiting,
+    NotYet,
+    counts_remotely,
+    read_by,
+)
 from punctual.dispatch.polling.release import ReleaseReport
 from punctual.timing.slots import MAX_RELEASE_PER_TIMER
 
@@ -119,9 +125,7 @@ class CatchUpPace:
         if not queue_urls or not isinstance(queues, CountsWaiting):
             return cls(None)
         urls = tuple(queue_urls)
-        count: Callable[[], int] = lambda: queues.waiting(urls)  # noqa: E731
-        # A count over the network is read off the loop (an in-memory one answers at once)
-        return cls(BackgroundCount(count) if getattr(queues, "waiting_is_remote", False) else count)
+        return cls(read_by(lambda: queues.waiting(urls), counts_remotely(queues)))
 
     def allowance(self, now: datetime, sent_total: int) -> int | None:
         """Owed slots that may be sent now: None, any number (a slice's worth); 0, none yet.
@@ -312,4 +316,4 @@ def spend(
     return report
 
 
-__all__ = ["BackgroundCount", "CatchUpPace", "CountsWaiting", "NotYet", "spend"]
+__all__ = ["CatchUpPace", "spend"]

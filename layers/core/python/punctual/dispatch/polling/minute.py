@@ -150,10 +150,7 @@ class MinutePoll:
         self._check_unclaimed()
         if self._catching_up() and self.clock.now() >= self.next_catchup:
             self._catch_up_slice()
-        wake = self.next_poll
-        due = self.drain.next_due_ms()
-        if due is not None:
-            wake = min(wake, from_ms(due))
+        wake = self._own_next()
         if self._catching_up():
             wake = min(wake, self.next_catchup)
         check = self.poller.releaser.watch.next_check()
@@ -352,6 +349,11 @@ class MinutePoll:
             log.exception("catch-up slice failed; will retry")
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
 
+    def _own_next(self) -> datetime:
+        """When the minute's own work is next due: its next poll, or its next timer's release."""
+        due = self.drain.next_due_ms()
+        return self.next_poll if due is None else min(self.next_poll, from_ms(due))
+
     def _release_urgent(self, now: datetime) -> bool:
         """Paced: release the held timers (lagging, then the owed past minutes') whose fate line
         comes within :data:`.fate_lines.FATE_MARGIN_S`, at most a slice's worth of slots' timers,
@@ -364,10 +366,7 @@ class MinutePoll:
             report, taken = self.drain.release_urgent(by_ms, limit)
             self.report.merge(report)
             # (the owed minutes are read ahead only until the minute's own next poll or release)
-            ready = self.next_poll
-            due = self.drain.next_due_ms()
-            if due is not None:
-                ready = min(ready, from_ms(due))
+            ready = self._own_next()
             busy = lambda: self.clock.now() >= ready  # noqa: E731
             report, count = self.catchup.release_urgent(now, by_ms, limit - taken, busy)
             self.report.merge(report)

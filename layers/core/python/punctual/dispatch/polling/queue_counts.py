@@ -15,6 +15,18 @@ class CountsWaiting(Protocol):
     def waiting(self, queue_urls: Sequence[str]) -> int: ...
 
 
+def counts_remotely(queues: object) -> bool:
+    """Whether ``queues`` counts over the network (``waiting_is_remote``: SQS), so that its counts
+    are read off the poller's loop."""
+    return bool(getattr(queues, "waiting_is_remote", False))
+
+
+def read_by(count: Callable[[], int], remote: bool) -> Callable[[], int] | BackgroundCount:
+    """``count`` as the pace and the watch read it: off the poller's loop when ``remote``, at once
+    otherwise (an in-memory port)."""
+    return BackgroundCount(count) if remote else count
+
+
 class NotYet(Exception):
     """The count's read is still running (off the poller's loop): no new figure yet."""
 
@@ -69,4 +81,4 @@ class BackgroundCount:
             self._done, self._running = result, False
 
 
-__all__ = ["BackgroundCount", "CountsWaiting", "NotYet"]
+__all__ = ["BackgroundCount", "CountsWaiting", "NotYet", "counts_remotely", "read_by"]

@@ -60,9 +60,9 @@ What it costs: one read unit per two watched messages, one more per lease period
 outlives its first check, a read a second of each message waiting in a backlog, and at most
 :data:`MAX_PER_ROUND` re-sends a check round (one a second; all that are due in the watch's last
 round, whose next second is past its end); ``GetQueueAttributes`` (off the loop, at
-most one a second a queue) over the wait of messages sent to a queue with a backlog seen in the
-last minute or not read in it, and while checks find messages unclaimed there: about 6 a minute
-a queue a poller sends to when its queues stay empty.
+most one a second a queue) over the wait of messages sent to a queue where a check found messages
+unclaimed in the last minute, or not read in it: about 6 a minute a queue a poller sends to while
+its messages are claimed before their checks.
 """
 
 from __future__ import annotations

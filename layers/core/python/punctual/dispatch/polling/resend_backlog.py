@@ -38,18 +38,25 @@ all of this holds (:meth:`QueueBacklogs.holds`):
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from punctual.dispatch.polling.queue_counts import BackgroundCount, CountsWaiting, NotYet
+from punctual.dispatch.polling.queue_counts import (
+    BackgroundCount,
+    CountsWaiting,
+    NotYet,
+    counts_remotely,
+    read_by,
+)
 
 log = logging.getLogger("punctual.dispatch.polling")
 
 READ_EVERY_S = 1.0  # a queue's count is read at most this often
-# A queue with messages waiting, or found unclaimed, this lately is read over the next sends' wait
+# A queue where a check found messages unclaimed this lately is read over the next sends' wait
 EPISODE_S = 60.0
 # A figure older than this is no evidence (a read off the loop that has not answered since, or a
 # queue no check found a message unclaimed in): the watch re-sends as it did without counts.
@@ -110,9 +117,7 @@ class QueueBacklogs:
         if not isinstance(queues, CountsWaiting):
             return cls(None, False, after_s)
         counting = queues
-        return cls(
-            lambda url: counting.waiting([url]), bool(getattr(queues, "waiting_is_remote", False)), after_s
-        )
+        return cls(lambda url: counting.waiting([url]), counts_remotely(queues), after_s)
 
     def unclaimed(self, queues: Collection[str], now: datetime) -> None:
         """A check found messages unclaimed in ``queues``: read their counts for a period more."""
@@ -184,13 +189,8 @@ class QueueBacklogs:
             self._read(queue, now)
 
     def _reader(self, url: str) -> Callable[[], int] | BackgroundCount:
-        count = self._count
-        assert count is not None
-
-        def one() -> int:
-            return count(url)
-
-        return BackgroundCount(one) if self._remote else one
+        assert self._count is not None
+        return read_by(functools.partial(self._count, url), self._remote)
 
     def _read(self, queue: _Queue, now: datetime) -> None:
         try:
