@@ -61,6 +61,7 @@ class TwoGroups:
         per_second: float,
         dead: frozenset[int] = frozenset(),
         lag_s: float = 0.0,
+        read_before_s: float | None = None,
     ) -> None:
         self.store = MemoryStore()
         self.taken = 0
@@ -75,6 +76,10 @@ class TwoGroups:
         self.a = ResendWatch(self.store, self.queues, [QUEUE], RecordingMetrics(), after_s=AFTER_S)
         self.b = ResendWatch(self.store, self.queues, [QUEUE], RecordingMetrics(), after_s=AFTER_S)
         self.backlog, self.mine = _messages("acme", backlog), _messages("globex", mine)
+        if read_before_s is not None:  # each watch read the (then empty) queue that long before
+            for watch in (self.a, self.b):
+                watch.backlogs.sent(QUEUE, T - timedelta(seconds=read_before_s))
+                watch.backlogs.observe(T - timedelta(seconds=read_before_s))
         self.queues.send(QUEUE, self.backlog)
         self.a.sent(QUEUE, self.backlog, T)
         self.queues.send(QUEUE, self.mine)
@@ -142,6 +147,26 @@ def test_a_watch_checked_only_when_due_reads_the_count_over_its_sends_wait() -> 
     rig.driven = True
     rig.run(until_s=40)
     assert [slot for _, slot, _ in rig.copies] == [_key(rig.mine[0])]
+
+
+def test_a_watch_whose_reads_had_stopped_holds_its_first_unclaimed_message_until_the_count_moves() -> None:
+    # Given each watch read the queue 10 s before (its messages then claimed before their checks,
+    # so its sends since do not re-arm the reads), then the same backlog and this group's 20
+    rig = TwoGroups(backlog=80, mine=20, per_second=10, read_before_s=10.0)
+    rig.driven = True
+    rig.run(until_s=40)
+    # Then no copy while the workers drain what was sent before (CI, stop 62: the first check
+    # read the count with no fall seen yet and re-sent the message, one wasted copy in a third of
+    # the four-group runs)
+    assert [c for c in rig.copies if c[2] <= 80] == []
+    # and a message a dead worker holds there is still re-sent, at most two seconds later for the
+    # reads it waited on
+    rig = TwoGroups(backlog=80, mine=1, per_second=10, dead=frozenset({80}), read_before_s=10.0)
+    rig.driven = True
+    rig.run(until_s=40)
+    [(at, slot, _)] = rig.copies
+    assert slot == _key(rig.mine[0])
+    assert at <= 80 / 10 + 2 * AFTER_S + 2.0
 
 
 def test_a_message_a_dead_worker_holds_behind_another_groups_backlog_is_re_sent_once_it_drained() -> None:
