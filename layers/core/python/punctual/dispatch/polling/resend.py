@@ -54,7 +54,11 @@ send: steady traffic would hold it to the watch's end), or at the watch's end. A
 worker holds behind another group's backlog is so re-sent once what waited in front of it drained
 (the falls seen add up to it), the count stops falling, or two periods after it was first held so
 (``3 * after_s`` and a second after its send when held from its first check), not ``after_s``
-after its send (``tests/unit/test_resend_shared_queues.py``).
+after its send (``tests/unit/test_resend_shared_queues.py``). A queue whose count reads had
+stopped (its messages claimed before their checks) has no fall to go by at the first check that
+finds one unclaimed: that message is held up to :data:`.resend_backlog.RESTART_S` while the reads
+restart, unless a fresh count says nothing waits (so a message a dead worker holds on an idle queue
+is re-sent about a second later than ``after_s``: the count's read answers a loop late).
 
 What it costs: one read unit per two watched messages, one more per lease period for a run that
 outlives its first check, a read a second of each message waiting in a backlog, and at most
