@@ -303,3 +303,23 @@ def test_a_queue_whose_messages_are_claimed_before_their_checks_is_read_a_period
         backlogs.sent(QUEUE, now)
         backlogs.observe(now)
     assert len(reads) >= 30 / READ_EVERY_S - 1, len(reads)
+
+
+def test_a_backlog_still_draining_at_a_pollers_end_is_not_re_sent() -> None:
+    # Given a minute's poller at its end (its minute and grace over) that sends 100 slots there,
+    # workers that claim them in order at 10 a second (the last one 10 s later)
+    store, clock = MemoryStore(), ManualClock(T)
+    sim = type("Workers", (SteadyWorkers,), {"RATE": 10.0})(store, clock)
+    sim.config = replace(sim.config, resend_after_s=4.0)
+    run = sim.poller().poller.minute_poll(T, 0, 1)
+    clock.set(run.final)
+    burst = _burst(100)
+    sim.queues.send(SHORT, burst)
+    run.poller.releaser.watch.sent(SHORT, burst, clock.now())
+    # When it runs its last re-send checks
+    run.finish()
+    # Then none is re-sent: its watch stays while the workers are seen to drain what it holds
+    # (before: its last round, 5 s after its end, re-sent the ~55 still waiting, each a claim the
+    # workers drop in front of the next minute's slots), at most HOLD_PERIODS periods more
+    assert [m.slot for _, m in sim.queues.log if m.resend] == []
+    assert len(sim.started) == 100

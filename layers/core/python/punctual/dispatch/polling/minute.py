@@ -308,12 +308,13 @@ class MinutePoll:
 
     def _finish_checks(self) -> None:
         """The first check of what was sent in the minute's last seconds (at most ``resend_after_s``
-        more): a worker that died before its handler ran is not left to the queue's timeout."""
+        more, and the longest hold on a backlog more while one holds messages): a worker that died
+        before its handler ran is not left to the queue's timeout."""
         watch = self.poller.releaser.watch
         deadline = self.clock.now() + timedelta(seconds=self.config.resend_after_s + 1)
-        while (check := watch.next_check()) is not None and check <= deadline:
+        while (check := watch.next_check()) is not None and check <= (end := watch.last_checks_end(deadline)):
             self.clock.sleep(max(0.0, (check - self.clock.now()).total_seconds()))
-            self._check_unclaimed(deadline)
+            self._check_unclaimed(end)
 
     def _catching_up(self) -> bool:
         return bool(self.drain.lagging) or self.catchup.pending

@@ -79,7 +79,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from punctual.dispatch.polling.resend_backlog import BacklogMark, QueueBacklogs
+from punctual.dispatch.polling.resend_backlog import HOLD_PERIODS, BacklogMark, QueueBacklogs
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.observability import MetricsSink
@@ -114,6 +114,7 @@ class _Watched:
     unclaimed_at: datetime | None = field(default=None, compare=False)
     # The queue's count when it was first held on it (:mod:`.resend_backlog`)
     backlog: BacklogMark | None = field(default=None, compare=False)
+    held: bool = field(default=False, compare=False)  # its last check held it: waiting in a backlog
 
 
 def _held_until(message: DispatchMessage) -> datetime:
@@ -233,6 +234,17 @@ class ResendWatch:
         read = self.backlogs.next_read()
         return check if read is None else min(check, read)
 
+    def last_checks_end(self, first_end: datetime) -> datetime:
+        """When a poller's last checks end: ``first_end`` (the first check of what it sent last),
+        or up to the longest hold on a count (:data:`.resend_backlog.HOLD_PERIODS` periods) later
+        while a check held a message waiting in a backlog the workers drain, so what they drain
+        meanwhile is not re-sent at the watch's end: each such copy was a claim dropped in front of
+        the next minute's slots (QA32, local mode: 12 to 30 copies at each minute's end of a
+        catch-up)."""
+        with self._lock:
+            holding = any(entry.held for entry in self._heap)
+        return first_end + timedelta(seconds=HOLD_PERIODS * self.after_s) if holding else first_end
+
     def check(self, now: datetime, ends_at: datetime | None = None) -> int:
         """Read the records of the messages due a check; re-send the unclaimed. Returns how many
         were re-sent. Raises if the read or a send fails (what was due is checked again).
@@ -284,7 +296,7 @@ class ResendWatch:
                 # A backlog the workers are draining (or a busy queue, more likely than that many
                 # dead workers): a copy would only join it. Checked again in a second.
                 waiting += 1
-                later.append(self._again(entry, now + timedelta(seconds=1), now))
+                later.append(replace(self._again(entry, now + timedelta(seconds=1), now), held=True))
                 continue
             copy = replace(message, resend=message.resend + 1, sig="")
             again.setdefault(entry.queue, []).append(copy)
