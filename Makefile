@@ -49,19 +49,20 @@ BESIDE := tests/integration/test_dispatch.py tests/integration/test_child_parent
 	tests/integration/test_lambda_leases.py
 
 # The integration tests (moto in process, the longest share: ~13 of the 19 minutes the unit,
-# integration and infra process took on 2026-12-07, the unit tests ~5) in two halves, by file
-# name, each its own process beside the others (the two cores were 30 % idle while one process
-# ran them all: the e2e processes mostly wait on the clock).
+# integration and infra process took on 2026-12-07, the unit and infra tests ~6) split by file
+# name: the first third with the unit and infra tests, the rest in a process of its own beside
+# the others (the two cores were 30 % idle while one process ran them all: the e2e processes
+# mostly wait on the clock).
 INTEGRATION := $(filter-out $(OWN_SERVERS) $(BESIDE),$(sort $(wildcard tests/integration/test_*.py)))
-INTEGRATION_HALF := $(shell echo $$(( $(words $(INTEGRATION)) / 2 )))
-INTEGRATION_A := $(wordlist 1,$(INTEGRATION_HALF),$(INTEGRATION))
-INTEGRATION_B := $(wordlist $(shell echo $$(( $(INTEGRATION_HALF) + 1 ))),$(words $(INTEGRATION)),$(INTEGRATION))
+INTEGRATION_CUT := $(shell echo $$(( $(words $(INTEGRATION)) / 3 )))
+INTEGRATION_A := $(wordlist 1,$(INTEGRATION_CUT),$(INTEGRATION))
+INTEGRATION_B := $(wordlist $(shell echo $$(( $(INTEGRATION_CUT) + 1 ))),$(words $(INTEGRATION)),$(INTEGRATION))
 
 test: install lint docs browser
 	@# Four pytest processes side by side: tests/e2e (real processes that mostly wait on the
 	@# clock; one shared local mode, in file order, stopped by its last test), the long e2e runs
-	@# with local modes of their own and the tests with servers of their own (in turn), the second
-	@# half of the integration tests, and everything else. The other reports are printed after
+	@# with local modes of their own and the tests with servers of their own (in turn), the last
+	@# two thirds of the integration tests, and everything else. The other reports are printed after
 	@# this one's; the target fails if any process does.
 	@set -u; log=$$(mktemp); alone=$$(mktemp); half=$$(mktemp); \
 	$(BIN)/pytest -q -p no:cacheprovider tests/e2e $(E2E_ALONE:%=--ignore=%) $(OWN_SERVERS:%=--ignore=%) > "$$log" 2>&1 & e2e=$$!; \
@@ -69,7 +70,7 @@ test: install lint docs browser
 	$(BIN)/pytest -q -p no:cacheprovider $(INTEGRATION_B) > "$$half" 2>&1 & second=$$!; \
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/infra $(INTEGRATION_A); rest=$$?; \
 	wait $$second; second_rc=$$?; wait $$e2e; e2e_rc=$$?; wait $$long; long_rc=$$?; \
-	echo "--- tests/integration, second half (pytest exit $$second_rc)"; cat "$$half"; \
+	echo "--- tests/integration, the last two thirds (pytest exit $$second_rc)"; cat "$$half"; \
 	echo "--- tests/e2e, shared local mode (pytest exit $$e2e_rc)"; cat "$$log"; \
 	echo "--- tests/e2e, runs of their own (pytest exit $$long_rc)"; cat "$$alone"; rm -f "$$log" "$$alone" "$$half"; \
 	test $$rest -eq 0 -a $$second_rc -eq 0 -a $$e2e_rc -eq 0 -a $$long_rc -eq 0
