@@ -323,3 +323,61 @@ def test_a_backlog_still_draining_at_a_pollers_end_is_not_re_sent() -> None:
     # workers drop in front of the next minute's slots), at most HOLD_PERIODS periods more
     assert [m.slot for _, m in sim.queues.log if m.resend] == []
     assert len(sim.started) == 100
+
+
+def _at_its_end(count: int) -> tuple[SteadyWorkers, MinutePoll, list[DispatchMessage]]:
+    """A minute's poller at its end (its minute and grace over) that sent ``count`` slots there, and
+    workers that claim them in order at 10 a second."""
+    store, clock = MemoryStore(), ManualClock(T)
+    sim = type("Workers", (SteadyWorkers,), {"RATE": 10.0})(store, clock)
+    sim.config = replace(sim.config, resend_after_s=4.0)
+    run = sim.poller().poller.minute_poll(T, 0, 1)
+    clock.set(run.final)
+    burst = _burst(count)
+    sim.queues.send(SHORT, burst)
+    run.poller.releaser.watch.sent(SHORT, burst, clock.now())
+    return sim, run, burst
+
+
+def test_a_pollers_last_checks_end_when_its_invocation_is_nearly_out_of_time() -> None:
+    # Given a poller at its end whose last checks hold a backlog the workers drain (10 s of it),
+    # and whose invocation says it is nearly out of time 6 s after its end
+    sim, run, burst = _at_its_end(100)
+    stop_at = run.final + timedelta(seconds=6)
+    # When it runs (its minute over at once) to its last checks
+    run.run(stop=lambda: sim.base.now() >= stop_at)
+    # Then they end within a second of that (review of 504894c6: they ignored it and held on to
+    # 8 s past their first end: at pollerLeadS 40 past the 120 s Lambda timeout, killed before
+    # their last round), and that last round re-sent what was still unclaimed, as the watch's end
+    # does, rather than leave a message a dead worker may hold to the queue's timeout
+    assert sim.base.now() <= stop_at + timedelta(seconds=1)
+    resent = {m.slot for _, m in sim.queues.log if m.resend}
+    started = {slot for (_, slot) in sim.started}
+    assert resent and {m.slot for m in burst} <= started | resent
+
+
+class _Endless(BaseException):
+    """Out of a loop that would not end (not an Exception: the poller's loop logs and goes on)."""
+
+
+def test_a_pollers_last_checks_end_while_the_store_fails() -> None:
+    # Given a poller at its end with 10 slots to check, and record reads that fail (a throttled
+    # table)
+    sim, run, _ = _at_its_end(10)
+    reads = 0
+
+    def failing(*args: object, **kwargs: object) -> dict[object, Execution]:
+        nonlocal reads
+        reads += 1
+        if reads > 500:
+            raise _Endless
+        raise RuntimeError("throttled")
+
+    run.poller.releaser.watch.store.batch_get_executions = failing  # type: ignore[method-assign]
+    # When it runs its last checks
+    run.finish()
+    # Then they end by their end, retrying a failed round every ROUND_RETRY_S (review: a failed
+    # round's messages were due again at once, and the loop read the store without end, until the
+    # Lambda timed out)
+    assert sim.base.now() <= run.final + timedelta(seconds=4.0 + 1 + 1)
+    assert 1 <= reads <= 10, reads

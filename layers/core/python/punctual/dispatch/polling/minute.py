@@ -118,7 +118,7 @@ class MinutePoll:
         if stop():
             self._mark(force=True)  # cut short (the Lambda is out of time): the next poller resumes
             return self.report
-        return self.finish()
+        return self.finish(stop)
 
     def start(self) -> None:
         """Resume from the minute's progress marks, owe the past, read the far buckets ahead."""
@@ -158,8 +158,9 @@ class MinutePoll:
             wake = min(wake, check)
         return min(wake, self.final)
 
-    def finish(self) -> ReleaseReport:
-        """Final read of the near buckets, release what is left, advance the watermarks."""
+    def finish(self, stop: Callable[[], bool] = lambda: False) -> ReleaseReport:
+        """Final read of the near buckets, release what is left, advance the watermarks, the last
+        re-send checks (until ``stop``: the invocation nearly out of time)."""
         for shard in self.near:
             if not self._read(Lane.NEAR, shard):
                 self.failed_shards.add((Lane.NEAR, shard))
@@ -178,7 +179,7 @@ class MinutePoll:
         self.failed_shards.update((t.lane, t.shard) for t in self.drain.lagging)
         self._mark(force=True)
         self._advance()
-        self._finish_checks()
+        self._finish_checks(stop)
         return self.report
 
     def backlog(self, now: datetime) -> int:
@@ -306,15 +307,12 @@ class MinutePoll:
         except Exception:
             log.exception("checking for unclaimed messages failed; will retry")
 
-    def _finish_checks(self) -> None:
+    def _finish_checks(self, stop: Callable[[], bool]) -> None:
         """The first check of what was sent in the minute's last seconds (at most ``resend_after_s``
-        more, and the longest hold on a backlog more while one holds messages): a worker that died
-        before its handler ran is not left to the queue's timeout."""
-        watch = self.poller.releaser.watch
+        more, and the longest hold on a backlog more while one holds messages, until ``stop``): a
+        worker that died before its handler ran is not left to the queue's timeout."""
         deadline = self.clock.now() + timedelta(seconds=self.config.resend_after_s + 1)
-        while (check := watch.next_check()) is not None and check <= (end := watch.last_checks_end(deadline)):
-            self.clock.sleep(max(0.0, (check - self.clock.now()).total_seconds()))
-            self._check_unclaimed(end)
+        self.poller.releaser.watch.last_checks(self.clock, deadline, self._check_unclaimed, stop)
 
     def _catching_up(self) -> bool:
         return bool(self.drain.lagging) or self.catchup.pending

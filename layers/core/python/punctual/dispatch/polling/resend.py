@@ -75,13 +75,14 @@ import heapq
 import itertools
 import logging
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from punctual.dispatch.polling.resend_backlog import HOLD_PERIODS, BacklogMark, QueueBacklogs
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.models import Execution, ExecutionStatus
+from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionKey, JobStore
 
@@ -96,6 +97,9 @@ LAPSED_AFTER_S = 1.0
 MAX_TAKEOVERS = 3  # takeover copies the watch sends for one message, at most
 MAX_PER_ROUND = 50
 MAX_READ_PER_ROUND = 1000
+# A poller's last checks try a round that failed (a read throttled: its messages due again at once)
+# again this long after, not at once on and on
+ROUND_RETRY_S = 0.2
 # What a worker records when it claims: the kinds whose claim writes (or advances) the record.
 WATCHED = frozenset({MessageKind.FIRE, MessageKind.RETRY, MessageKind.TAKEOVER, MessageKind.CHILD})
 
@@ -244,6 +248,37 @@ class ResendWatch:
         with self._lock:
             holding = any(entry.held for entry in self._heap)
         return first_end + timedelta(seconds=HOLD_PERIODS * self.after_s) if holding else first_end
+
+    def last_checks(
+        self,
+        clock: Clock,
+        first_end: datetime,
+        check_round: Callable[[datetime], object],
+        stop: Callable[[], bool],
+    ) -> None:
+        """A poller's last checks: ``check_round(ends_at)`` at each check due by
+        :meth:`last_checks_end`. They never outlast the invocation: once ``stop`` says its time is
+        nearly out, a round due within a second is the last (it re-sends what it finds unclaimed,
+        as the watch's end does) and they end; and a round that failed (its messages due again at
+        once) is tried again :data:`ROUND_RETRY_S` later, so they end by the clock too. Review of
+        504894c6: they ignored ``stop`` and the clock, so 8 s more of them ran a poller started
+        ``pollerLeadS`` 40 s early past its 120 s timeout (their last round, which re-sends what a
+        dead worker holds, lost), and a store failing held a poller in them until killed."""
+        last: datetime | None = None
+        while (check := self.next_check()) is not None:
+            end = self.last_checks_end(first_end)
+            if last is not None and check <= last:
+                check = last + timedelta(seconds=ROUND_RETRY_S)
+            stopping = stop()
+            if stopping:
+                end = min(end, clock.now() + timedelta(seconds=1))
+            if check > end:
+                return
+            clock.sleep(max(0.0, (check - clock.now()).total_seconds()))
+            last = clock.now()
+            check_round(min(end, last) if stopping else end)
+            if stopping:
+                return
 
     def check(self, now: datetime, ends_at: datetime | None = None) -> int:
         """Read the records of the messages due a check; re-send the unclaimed. Returns how many
