@@ -221,9 +221,10 @@ class ResendWatch:
 
     def _again(self, entry: _Watched, at: datetime, unclaimed_at: datetime | None = None) -> _Watched:
         """``entry`` checked again at ``at`` (its place in the queue kept); ``unclaimed_at``: a check
-        found it unclaimed then."""
+        found it unclaimed then. Not :attr:`_Watched.held` (the check that holds it says so): a slot
+        held once and then claimed held a poller's last checks on its lease checks."""
         seen = unclaimed_at or entry.unclaimed_at
-        return replace(entry, check_at=at, seq=next(self._seq), unclaimed_at=seen)
+        return replace(entry, check_at=at, seq=next(self._seq), unclaimed_at=seen, held=False)
 
     def _push(self, entry: _Watched) -> None:
         heapq.heappush(self._heap, entry)
