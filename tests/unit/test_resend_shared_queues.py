@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from factories import job as make_job
+from punctual.dispatch.polling.queue_counts import BackgroundCount, NotYet
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
 from punctual.models import ExecutionStatus
@@ -274,3 +275,52 @@ def test_four_shard_groups_catching_up_over_the_same_queues_send_no_wasted_copy(
     # (no worker dies here: every such copy is a claim dropped in front of later slots; before:
     # 61 to 281 a run)
     assert got.wasted == 0
+
+
+class _OneLate(BackgroundCount):
+    """A count read off the loop, without a thread: each ask answers what the read begun at the ask
+    before found then (SQS's count, read a loop late)."""
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count_now: Callable[[], int] = count
+        self._begun: int | None = None
+
+    def ask(self, mark: int) -> tuple[int, int]:
+        done, self._begun = self._begun, self._count_now()
+        if done is None:
+            raise NotYet
+        return done, mark
+
+
+@pytest.mark.parametrize("phase", [0, 1, 2])
+def test_a_message_a_dead_worker_holds_as_the_reads_restart_is_held_no_longer_than_the_bound(
+    phase: int,
+) -> None:
+    # Given others' steady traffic on the queue (a count hovering at 50, one fall every 3 s), a
+    # watch that read it 10 s before (its messages since claimed before their checks, so its reads
+    # stopped), read off the loop (a loop late), and its one message received by a worker that died
+    now = T
+
+    def count() -> int:
+        return 50 + (0 if int((now - T).total_seconds()) % 3 == phase else 1)
+
+    queues = Counted(count)
+    watch = ResendWatch(MemoryStore(), queues, [QUEUE], RecordingMetrics(), after_s=AFTER_S)
+    watch.backlogs._reader = lambda url: _OneLate(count)  # type: ignore[method-assign]
+    for second in (10, 9):
+        now = T - timedelta(seconds=second)
+        watch.backlogs.sent(QUEUE, now)
+        watch.backlogs.observe(now)
+    [dead] = _messages("acme", 1)
+    queues.send(QUEUE, [dead])
+    watch.sent(QUEUE, [dead], T)
+    # When the poller checks as its loop does (every 0.1 s)
+    for tick in range(1, 301):
+        now = T + timedelta(seconds=tick / 10)
+        if watch.check(now):
+            break
+    # Then it is re-sent within the bound on a hold on the count, HOLD_PERIODS periods from its
+    # first check (and a second): the seconds it was held while the reads restarted count (review
+    # of 873777c6: its hold on the count started after them, re-sent up to 15 s after its send)
+    assert now <= T + timedelta(seconds=AFTER_S + 2 * AFTER_S + 1)
+    assert [m.resend for m in queues.all_messages()] == [0, 1]

@@ -119,6 +119,7 @@ class _Watched:
     # The queue's count when it was first held on it (:mod:`.resend_backlog`)
     backlog: BacklogMark | None = field(default=None, compare=False)
     held: bool = field(default=False, compare=False)  # its last check held it: waiting in a backlog
+    restart_held_at: datetime | None = field(default=None, compare=False)  # first held as reads restarted
 
 
 def _held_until(message: DispatchMessage) -> datetime:
@@ -396,7 +397,9 @@ class ResendWatch:
         progress = self._progress_at.get(entry.queue)
         if progress is not None and (now - progress).total_seconds() <= self.after_s:
             return False
-        held, entry.backlog = self.backlogs.holds(entry.queue, entry.backlog, now)
+        held, entry.backlog = self.backlogs.holds(entry.queue, entry.backlog, now, entry.restart_held_at)
+        if held and entry.backlog is None and entry.restart_held_at is None:
+            entry.restart_held_at = now  # (held while the reads restart: its hold is counted from now)
         return not held
 
     def _running(

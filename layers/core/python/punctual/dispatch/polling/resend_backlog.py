@@ -41,7 +41,8 @@ first figure has nothing to fall from, so the first message found unclaimed in a
 re-sent at once, however fast the workers drained it (CI, stop 62: a wasted copy in a third of
 the four-group catch-ups). It is held (no mark) for :data:`RESTART_S`, the two reads a fall needs
 off the loop, unless a fresh figure says nothing waits or the reads fail; a message a dead worker
-holds pays those seconds at most once an episode.
+holds pays those seconds at most once an episode, within its :data:`HOLD_PERIODS` (counted from
+its first hold of either kind, so the bound above stands).
 """
 
 from __future__ import annotations
@@ -235,10 +236,15 @@ class QueueBacklogs:
                 queue.fell_at = now
         queue.waiting, queue.read_at = waiting, now
 
-    def holds(self, url: str, mark: BacklogMark | None, now: datetime) -> tuple[bool, BacklogMark | None]:
+    def holds(
+        self, url: str, mark: BacklogMark | None, now: datetime, since: datetime | None = None
+    ) -> tuple[bool, BacklogMark | None]:
         """Whether an unclaimed message on ``url`` waits in a backlog the workers are draining, and
-        its mark (the count when it was first held): see the module docstring."""
-        held, mark = self._drained_by_count(url, mark, now)
+        its mark (the count when it was first held): see the module docstring. ``since``: when it was
+        first held while the reads restarted, the start of its :data:`HOLD_PERIODS` (review of
+        873777c6: counted from its mark after that, a message a dead worker held was re-sent up to
+        RESTART_S later than the bound, 15 s after its send, not 13)."""
+        held, mark = self._drained_by_count(url, mark, now, since)
         return held or (mark is None and self._restarting(url, now)), mark
 
     def _restarting(self, url: str, now: datetime) -> bool:
@@ -255,7 +261,7 @@ class QueueBacklogs:
         return not (fresh and queue.waiting == 0)
 
     def _drained_by_count(
-        self, url: str, mark: BacklogMark | None, now: datetime
+        self, url: str, mark: BacklogMark | None, now: datetime, since: datetime | None
     ) -> tuple[bool, BacklogMark | None]:
         queue = self._queues.get(url)
         if queue is None or queue.waiting is None or queue.read_at is None:
@@ -267,7 +273,7 @@ class QueueBacklogs:
         if not timedelta(0) <= now - queue.fell_at <= timedelta(seconds=self.after_s):
             return False, mark  # (not falling that long)
         if mark is None:
-            return True, BacklogMark(queue.falls, queue.waiting, now)
+            return True, BacklogMark(queue.falls, queue.waiting, min(since or now, now))
         if not timedelta(0) <= now - mark.at < timedelta(seconds=HOLD_PERIODS * self.after_s):
             return False, mark  # (held that long already, or the clock was set back)
         return queue.falls - mark.falls < mark.waiting, mark
