@@ -324,3 +324,19 @@ def test_a_message_a_dead_worker_holds_as_the_reads_restart_is_held_no_longer_th
     # of 873777c6: its hold on the count started after them, re-sent up to 15 s after its send)
     assert now <= T + timedelta(seconds=AFTER_S + 2 * AFTER_S + 1)
     assert [m.resend for m in queues.all_messages()] == [0, 1]
+
+
+def test_a_message_a_dead_worker_holds_is_held_once_as_the_reads_restart_however_often_they_do() -> None:
+    # Given a count standing at 50 (others' messages, not falling), and a poller's loop busy enough
+    # to check only every 6 s (more than a period: each check finds the count's reads stopped,
+    # and they restart), and its one message received by a worker that died
+    queues = Counted(lambda: 50)
+    watch = ResendWatch(MemoryStore(), queues, [QUEUE], RecordingMetrics(), after_s=AFTER_S)
+    [dead] = _messages("acme", 1)
+    queues.send(QUEUE, [dead])
+    watch.sent(QUEUE, [dead], T)
+    # When the loop checks at 6 s and 12 s
+    resent = [watch.check(T + timedelta(seconds=s)) for s in (6, 12)]
+    # Then it is held at most once while the reads restart, and re-sent at the next check (review
+    # of 873777c6: held again at each restart, it was never re-sent before the watch's end)
+    assert resent == [0, 1]

@@ -245,7 +245,13 @@ class QueueBacklogs:
         873777c6: counted from its mark after that, a message a dead worker held was re-sent up to
         RESTART_S later than the bound, 15 s after its send, not 13)."""
         held, mark = self._drained_by_count(url, mark, now, since)
-        return held or (mark is None and self._restarting(url, now)), mark
+        if held or mark is not None:
+            return held, mark
+        # Held as the reads restart at most RESTART_S from its first such hold, however often they
+        # restart (a loop that checks less often than a period restarted them at each check, and a
+        # count standing over 0 held a message a dead worker had to the watch's end)
+        first = since is None or timedelta(0) <= now - since < timedelta(seconds=RESTART_S)
+        return first and self._restarting(url, now), mark
 
     def _restarting(self, url: str, now: datetime) -> bool:
         """Whether ``url``'s reads (re)started within :data:`RESTART_S` with no fall seen since,
