@@ -260,27 +260,27 @@ class ResendWatch:
     ) -> None:
         """A poller's last checks: ``check_round(ends_at)`` at each check due by
         :meth:`last_checks_end`. They never outlast the invocation: once ``stop`` says its time is
-        nearly out, a round due within a second is the last (it re-sends what it finds unclaimed,
-        as the watch's end does) and they end; and a round that failed (its messages due again at
+        nearly out, the rounds due within a second are the last (they re-send what they find
+        unclaimed, as the watch's end does) and they end; and a round that failed (its messages due again at
         once) is tried again :data:`ROUND_RETRY_S` later, so they end by the clock too. Review of
         504894c6: they ignored ``stop`` and the clock, so 8 s more of them ran a poller started
         ``pollerLeadS`` 40 s early past its 120 s timeout (their last round, which re-sends what a
         dead worker holds, lost), and a store failing held a poller in them until killed."""
         last: datetime | None = None
+        stop_end: datetime | None = None  # (the second after stop came: its rounds are the last)
         while (check := self.next_check()) is not None:
             end = self.last_checks_end(first_end)
             if last is not None and check <= last:
                 check = last + timedelta(seconds=ROUND_RETRY_S)
-            stopping = stop()
-            if stopping:
-                end = min(end, clock.now() + timedelta(seconds=1))
+            if stop_end is None and stop():
+                stop_end = clock.now() + timedelta(seconds=1)
+            if stop_end is not None:
+                end = min(end, stop_end)
             if check > end:
                 return
             clock.sleep(max(0.0, (check - clock.now()).total_seconds()))
             last = clock.now()
-            check_round(min(end, last) if stopping else end)
-            if stopping:
-                return
+            check_round(end if stop_end is None else min(end, last))
 
     def check(self, now: datetime, ends_at: datetime | None = None) -> int:
         """Read the records of the messages due a check; re-send the unclaimed. Returns how many
