@@ -114,7 +114,7 @@ class Simulation:
         until: datetime,
         pollers: list[Node] | None = None,
         events: list[tuple[datetime, Callable[[], object]]] | None = None,
-        kills: list[datetime] | None = None,
+        kills: Sequence[datetime | tuple[datetime, float]] | None = None,
         restart_s: float = 1.0,
         node_kills: list[tuple[datetime, Node]] | None = None,
     ) -> None:
@@ -122,8 +122,9 @@ class Simulation:
         by its own clock, until the base clock reaches ``until``.
 
         At each instant of ``kills`` every running poller dies (its memory is lost) and a
-        new one of the same (minute, group) starts ``restart_s`` later, as the state
-        machine's retry does; at each of ``node_kills`` only that node's running pollers die,
+        new one of the same (minute, group) starts ``restart_s`` later (or as long after as a
+        kill given as ``(instant, seconds)`` says), as the state machine's retry does; at each
+        of ``node_kills`` only that node's running pollers die,
         restarted the same way. With ``claim_latency_s`` set, a worker claims each accepted
         message that long after it was sent (it writes the RUNNING record).
         """
@@ -135,8 +136,10 @@ class Simulation:
         ]
         active: list[_Active] = []
         todo = sorted(events or [], key=lambda e: e[0])
+        back = {at: after for at, after in (k for k in kills or [] if isinstance(k, tuple))}
         deaths: list[tuple[datetime, Node | None]] = sorted(
-            [(at, None) for at in kills or []] + list(node_kills or []), key=lambda d: d[0]
+            [(k[0] if isinstance(k, tuple) else k, None) for k in kills or []] + list(node_kills or []),
+            key=lambda d: d[0],
         )
         while True:
             now = self.base.now()
@@ -145,7 +148,8 @@ class Simulation:
             while todo and todo[0][0] <= now:
                 todo.pop(0)[1]()
             while deaths and deaths[0][0] <= now:
-                victim = deaths.pop(0)[1]
+                died, victim = deaths.pop(0)
+                after = back.get(died, restart_s) if victim is None else restart_s
                 dying = [item for item in active if victim is None or item.node is victim]
                 for node in {id(item.node): item.node for item in dying}.values():
                     if node.fresh is not None:  # the process died: nothing of it is kept
@@ -153,7 +157,7 @@ class Simulation:
                 for item in dying:
                     run = item.run
                     again = item.node.poller.minute_poll(run.minute, run.group, run.group_count)
-                    pending.append(_Active(again, item.node, now + timedelta(seconds=restart_s)))
+                    pending.append(_Active(again, item.node, now + timedelta(seconds=after)))
                 self.restarts += len(dying)
                 active = [item for item in active if item not in dying]
             self._claim(now)

@@ -260,7 +260,7 @@ class _Releaser:
         self.failing = True
         self.sent: list[Any] = []
 
-    def release(self, timers: list[Any], uncertain: bool = False) -> Any:
+    def release(self, timers: list[Any], uncertain: bool = False, sent_by_ms: int | None = None) -> Any:
         from punctual.dispatch.polling.release import ReleaseReport
 
         if self.failing and timers:

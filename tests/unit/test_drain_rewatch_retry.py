@@ -22,7 +22,9 @@ class _Releaser:
         self.clock = ManualClock(T0)
         self.released: list[Any] = []
 
-    def release(self, timers: Any, uncertain: bool = False) -> drain_module.ReleaseReport:
+    def release(
+        self, timers: Any, uncertain: bool = False, sent_by_ms: int | None = None
+    ) -> drain_module.ReleaseReport:
         self.released.extend(timers)
         return drain_module.ReleaseReport(released=len(timers))
 

@@ -8,6 +8,7 @@ Parts, one job each:
 
 * :mod:`.release` — due timers to messages, next timers, MISSED records (send first).
 * :mod:`.drain` — one minute's held timers in due order; chains and uncertain timers.
+* :mod:`.redrain` — a slot an earlier poller may have sent in time is not judged late again.
 * :mod:`.catchup` — past minutes owed by the watermarks, a bounded slice at a time.
 * :mod:`.minute` — one (minute, group): read ahead, poll the near lane, progress marks.
 * :mod:`.poller` — the node that builds them.

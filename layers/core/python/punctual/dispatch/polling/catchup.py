@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
+from punctual.dispatch.polling.redrain import sent_by_ms
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.store.base import JobStore, progress_of
 from punctual.timing.timers import Lane, to_ms
@@ -219,12 +220,17 @@ class CatchUp:
                     opened.drain.newest_released,
                 )
             near_back, far_back = self.config.near_lookback_ms, self.config.rewatch_lookback_ms
+            found: set[int] = set()  # the marks read: how far a poller released it (.redrain)
             for lane, shards in owed.items():
                 for shard in shards:
                     mark = progress_of(marks, shard)
+                    if mark is not None:
+                        found.add(mark)
                     back = far_back - 1 if lane is Lane.FAR else near_back  # polling.rewatch
                     start = None if mark is None else mark - back
                     drain.hold(self.store.query_timers(lane, minute, shard, from_ms=start))
+            held = (entry[4] for entry in drain.heap)
+            drain.sent_by_ms = sent_by_ms(found, held, self.config.unmarked_ms, to_ms(now))
             drain.take_turns()  # released in slices: one tenant's burst does not fill them all
             self.cursor = minute + _MINUTE
             log.info("catching up minute %s: %d timers", f"{minute:%H:%M}", len(drain))

@@ -62,6 +62,13 @@ class PollerConfig:
         return int((self.skew_s + 2 * self.poll_interval_s) * 1000)
 
     @property
+    def unmarked_ms(self) -> int:
+        """How long a poller may go on releasing after its last progress mark (a mark interval and
+        the look-back of the clock skew): a poller draining a dead one's minute takes the timers
+        due that long past its mark for maybe released (:mod:`punctual.dispatch.polling.redrain`)."""
+        return int(self.progress_interval_s * 1000) + self.near_lookback_ms
+
+    @property
     def rewatch_lookback_ms(self) -> int:
         """How far before a progress mark a poller resuming it reads the far lane again: what was
         sent that recently may still have been under the dead poller's resend watch

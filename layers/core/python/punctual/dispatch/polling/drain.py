@@ -14,7 +14,8 @@ each past minute that catch-up drains. Two rules keep a restart from re-doing wo
   their slots' execution records and does not send one a worker already started. The
   fire timers among them that a later timer proves sent are put under this poller's resend
   watch (:mod:`.rewatch`): the poller that sent them, and its watch, may have died before
-  the worker that received them claimed them.
+  the worker that received them claimed them. A slot the earlier poller may have sent in time
+  is not judged late again, whenever this drain releases it (:mod:`.redrain`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class MinuteDrain:
         self.defer_catchup = defer_catchup
         self.lagging: deque[Timer] = deque()  # CATCHUP timers due, in due order, waiting their turn
         self.uncertain_through_ms = uncertain_through_ms
+        # Until when an earlier poller may have been releasing these timers (None: none did):
+        # a slot it may have sent in time is not judged late again (:mod:`.redrain`)
+        self.sent_by_ms: int | None = None
         # (due, turn, sk, arrival, timer): the arrival number breaks ties, so two rows with the
         # same due and sort key in different lanes (two skewed pollers wrote one next timer into
         # both) never make the heap compare Timer objects. The turn is 0 until take_turns().
@@ -229,9 +233,8 @@ class MinuteDrain:
         report = ReleaseReport(superseded=len(due) - len(wanted))
         try:
             report.merge(self.releaser.release([t for t in wanted if t.due_ms > uncertain_ms]))
-            report.merge(
-                self.releaser.release([t for t in wanted if t.due_ms <= uncertain_ms], uncertain=True)
-            )
+            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms]
+            report.merge(self.releaser.release(uncertain, uncertain=True, sent_by_ms=self.sent_by_ms))
         except Exception:
             for timer in due:
                 if timer.kind is TimerKind.CATCHUP and self.defer_catchup:

@@ -64,6 +64,7 @@ from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, PARK_GAVE_UP, Pauses, owing_by_resume
+from punctual.dispatch.polling.redrain import keep_maybe_sent
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.polling.retry_pace import DueRetry, PacedRetries, RetryPacer
 from punctual.dispatch.polling.unrun import (
@@ -249,8 +250,11 @@ class SlotReleaser:
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
 
-    def release(self, timers: Sequence[Timer], uncertain: bool = False) -> ReleaseReport:
-        """Release due timers now. ``uncertain``: they may have been released before.
+    def release(
+        self, timers: Sequence[Timer], uncertain: bool = False, sent_by_ms: int | None = None
+    ) -> ReleaseReport:
+        """Release due timers now. ``uncertain``: they may have been released before, by a poller
+        that may have been releasing until ``sent_by_ms`` (:mod:`.redrain`; None: by none).
 
         Raises if a send or a write fails after retries; the caller keeps the timers and
         tries again (a repeat is harmless: same dedup ids, same timer rows).
@@ -264,9 +268,12 @@ class SlotReleaser:
         # The first chunk alone, before the others start: it holds every tenant's first slots,
         # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
         # could be sent first). Beside other chunks, its messages go out in their order too.
-        report.merge(self._release_chunk(chunks[0], uncertain, 0, in_order=len(chunks) > 1))
+        sent_by = sent_by_ms if uncertain else None
+        report.merge(
+            self._release_chunk(chunks[0], uncertain, 0, in_order=len(chunks) > 1, sent_by_ms=sent_by)
+        )
         futures = [
-            self.pool.submit(self._release_chunk, chunk, uncertain, index)
+            self.pool.submit(self._release_chunk, chunk, uncertain, index, sent_by_ms=sent_by)
             for index, chunk in enumerate(chunks[1:], start=1)
         ]
         for future in futures:
@@ -276,7 +283,12 @@ class SlotReleaser:
         return report
 
     def _release_chunk(
-        self, timers: Sequence[Timer], uncertain: bool, index: int = 0, in_order: bool = False
+        self,
+        timers: Sequence[Timer],
+        uncertain: bool,
+        index: int = 0,
+        in_order: bool = False,
+        sent_by_ms: int | None = None,
     ) -> ReleaseReport:
         now = self.clock.now()
         self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
@@ -286,6 +298,7 @@ class SlotReleaser:
         log.debug("chunk %d: %d jobs read in %.0f ms", index, len(jobs), self._ms_since(now))
         fire = [t for t in timers if t.kind in CHAIN_KINDS]
         plans: list[tuple[Job, ReleasePlan]] = []
+        maybe_sent: list[ExecutionKey] = []  # slots an earlier release may have sent (.redrain)
         for timer in fire:
             job = jobs.get((timer.tenant, timer.job_id))
             found = verdict(timer, job)
@@ -296,7 +309,11 @@ class SlotReleaser:
                     if found is _PARK:  # not parked: recorded, not dropped
                         out.missed.append(unrun_record(job, slot_instant(timer.slot), PARK_GAVE_UP, now))
             if found is _RELEASE and job is not None:
-                plans.append((job, self._plan(job, timer, now)))
+                plan = self._plan(job, timer, now)
+                if sent_by_ms is not None and plan.missed:
+                    kept = keep_maybe_sent(job, timer, plan, sent_by_ms)
+                    maybe_sent.extend((job.tenant, job.id, slot_key(slot)) for slot in kept)
+                plans.append((job, plan))
             elif found is Verdict.ORPHAN and job is not None:
                 # Released as the chain it is (its version): the job's current chain stays apart.
                 chain = job.model_copy(update={"version": timer.job_version})
@@ -309,6 +326,8 @@ class SlotReleaser:
         out.excluded.extend(excluded)
         out.missed.extend(missed)
         started = started_slots(self.store, plans, self.config.every_region_releases) if uncertain else {}
+        for key in maybe_sent:  # no worker started it: a copy of the message it may have, as it is
+            started.setdefault(key, True)
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
         self._smooth(out)
@@ -541,7 +560,7 @@ class SlotReleaser:
             elif timer.kind is TimerKind.CHILD:
                 message = unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
-                message = self._followup(timer, job, execution, now)
+                message = _followup(timer, job, execution, now)
                 if message is not None and timer.kind is TimerKind.RETRY and self.retries.applies(execution):
                     retries.append(DueRetry(timer, job, execution, message))  # placed below
                     continue
@@ -556,29 +575,6 @@ class SlotReleaser:
         if gone:
             self.metrics.add("DeletedJobSlotsEnded", self.unrun.end_gone(gone))
 
-    @staticmethod
-    def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:
-        status, attempt = execution.status, execution.attempt
-        if timer.kind is TimerKind.RETRY:
-            if status is ExecutionStatus.RETRY_WAIT and attempt == timer.attempt - 1:
-                return message_for(
-                    job, timer.slot, from_ms(timer.due_ms), timer.attempt, MessageKind.RETRY, now
-                )
-            return None
-        if timer.kind is TimerKind.LEASE:
-            lease = execution.lease_until
-            lease_lapsed = lease is not None and lease <= now
-            if status is ExecutionStatus.RUNNING and execution.owner == timer.owner and lease_lapsed:
-                # The worker is gone: the next attempt takes over (the claim fences the old owner).
-                return message_for(
-                    job, timer.slot, execution.scheduled_at, attempt + 1, MessageKind.TAKEOVER, now
-                )
-            return None
-        if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
-            # A slot queued behind another (overlap queue): its claim checks it still waits.
-            return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
-        return None
-
     def _record(self, report: ReleaseReport) -> None:
         self.metrics.add("SlotsReleased", report.released)
         if report.stale:
@@ -590,6 +586,28 @@ class SlotReleaser:
         if report.excluded:
             self.metrics.add("SlotsExcluded", report.excluded)
         add_all(self.metrics, "FireDelayMs", report.fire_delays_ms, "Milliseconds")
+
+
+def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:
+    """A RETRY, LEASE or QUEUED timer's message, when its slot's record still waits for it."""
+    status, attempt = execution.status, execution.attempt
+    if timer.kind is TimerKind.RETRY:
+        if status is ExecutionStatus.RETRY_WAIT and attempt == timer.attempt - 1:
+            return message_for(job, timer.slot, from_ms(timer.due_ms), timer.attempt, MessageKind.RETRY, now)
+        return None
+    if timer.kind is TimerKind.LEASE:
+        lease = execution.lease_until
+        lease_lapsed = lease is not None and lease <= now
+        if status is ExecutionStatus.RUNNING and execution.owner == timer.owner and lease_lapsed:
+            # The worker is gone: the next attempt takes over (the claim fences the old owner).
+            return message_for(
+                job, timer.slot, execution.scheduled_at, attempt + 1, MessageKind.TAKEOVER, now
+            )
+        return None
+    if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
+        # A slot queued behind another (overlap queue): its claim checks it still waits.
+        return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
+    return None
 
 
 def _no_record(

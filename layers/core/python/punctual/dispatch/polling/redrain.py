@@ -1,0 +1,85 @@
+"""A re-drain never judges MISSED a slot an earlier poller may have sent in time.
+
+A slot's fate is decided when it is released: more than 60 s late the job's catch-up policy
+applies (``none``: MISSED; ``latest``: only the newest runs), past ``catchup.window_seconds``
+every policy records it MISSED. A poller that resumes another's work (a restart that re-reads its
+look-back, a dead poller's minute drained by the next minute's poller) releases again, as
+*uncertain*, timers the earlier one may have released already. Such a timer whose chain's next
+timer is not held beside it (a job due once a minute or less often: its next timer is in a later
+minute) is planned again as of now, and its slot, sent on time and still waiting in a backlogged
+queue, was found over 60 s late and recorded MISSED; the worker then dropped the original message
+on that record (QA: 600 ``rate(1 hour)`` jobs of catch-up ``none`` due at :20, workers claiming 5
+a second, the minute's poller dead at :25: 296 slots sent on time were recorded MISSED and never
+ran).
+
+So an uncertain release knows until when the earlier poller may have been releasing
+(``sent_by_ms``; None: no earlier poller released any of it, which a minute without progress
+marks shows). A slot its plan would drop for lateness is *maybe sent* when an earlier release
+could have sent it: the first instant that release could be made (the later of the timer's due
+instant and the slot's dispatch instant) is by ``sent_by_ms`` and not past the slot's fate line
+(:func:`punctual.timing.slots.fate_keep_s` after its dispatch instant). Such a slot is released
+as a copy of the message that may stand in the queue (same deduplication id, sent as it is, no
+fire delay counted): a slot a worker already claimed has a record and is not sent again, the claim
+keeps the slot to one run, and nothing is recorded MISSED over a message that will run. A slot
+no earlier poller can have released in time (due after ``sent_by_ms``: the pollers were down)
+keeps its policy's verdict.
+
+What it costs: the copies of a restart's or a catch-up's uncertain slots are sent where they were
+recorded MISSED before; SQS drops a copy sent within five minutes of its original.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from punctual.models import Job
+from punctual.timing.slots import (
+    MISSED_BY_LATEST,
+    MISSED_BY_NONE,
+    MISSED_OUTSIDE_WINDOW,
+    ReleasePlan,
+    dispatch_instant,
+    fate_keep_s,
+)
+from punctual.timing.timers import Timer, TimerKind, to_ms
+
+# Why a slot is dropped for when it is released (with a cause before it, e.g. a pause's)
+_LATENESS = (MISSED_BY_NONE, MISSED_BY_LATEST, MISSED_OUTSIDE_WINDOW)
+
+
+def keep_maybe_sent(job: Job, timer: Timer, plan: ReleasePlan, sent_by_ms: int) -> list[datetime]:
+    """Move out of ``plan.missed`` into ``plan.release`` the slots an earlier release of
+    ``timer``, made by ``sent_by_ms``, may have sent in time; returns them."""
+    keep_ms = fate_keep_s(job, timer.kind) * 1000
+    kept: list[datetime] = []
+    rest: list[tuple[datetime, str]] = []
+    for slot, reason in plan.missed:
+        at_ms = to_ms(dispatch_instant(job, slot))
+        earliest_ms = max(timer.due_ms, at_ms)  # the first instant a release could send it
+        if reason.endswith(_LATENESS) and earliest_ms <= sent_by_ms and earliest_ms <= at_ms + keep_ms:
+            kept.append(slot)
+        else:
+            rest.append((slot, reason))
+    if kept:
+        plan.missed = rest
+        plan.release = sorted([*plan.release, *kept])
+    return kept
+
+
+def sent_by_ms(marks: Iterable[int], held: Iterable[Timer], unmarked_ms: int, now_ms: int) -> int | None:
+    """Until when the poller that wrote a past minute's progress ``marks`` may have been releasing
+    its timers (``held``: those a drain of it read from the marks on). None: no mark, no poller
+    released any of it. A mark a lagging CATCHUP timer held back (it sits just before one: a mark
+    never passes a timer waiting its turn) says nothing of how far its poller went on releasing the
+    minute's on-time timers behind it, maybe to the minute's end: then all of it, ``now_ms``. Else
+    the furthest mark and ``unmarked_ms`` (how long a poller may release past its last mark)."""
+    through = set(marks)
+    if not through:
+        return None
+    if any(timer.kind is TimerKind.CATCHUP and timer.due_ms - 1 in through for timer in held):
+        return now_ms
+    return min(now_ms, max(through) + unmarked_ms)
+
+
+__all__ = ["keep_maybe_sent", "sent_by_ms"]
