@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from punctual.models import Job
+from punctual.store.base import ExecutionKey
 from punctual.timing.slots import (
     MISSED_BY_LATEST,
     MISSED_BY_NONE,
@@ -42,15 +43,18 @@ from punctual.timing.slots import (
     dispatch_instant,
     fate_keep_s,
 )
-from punctual.timing.timers import Timer, TimerKind, to_ms
+from punctual.timing.timers import Timer, TimerKind, slot_key, to_ms
 
 # Why a slot is dropped for when it is released (with a cause before it, e.g. a pause's)
 _LATENESS = (MISSED_BY_NONE, MISSED_BY_LATEST, MISSED_OUTSIDE_WINDOW)
 
 
-def keep_maybe_sent(job: Job, timer: Timer, plan: ReleasePlan, sent_by_ms: int) -> list[datetime]:
+def keep_maybe_sent(job: Job, plan: ReleasePlan, timer: Timer, sent_by_ms: int) -> list[ExecutionKey]:
     """Move out of ``plan.missed`` into ``plan.release`` the slots an earlier release of
-    ``timer``, made by ``sent_by_ms``, may have sent in time; returns them."""
+    ``timer``, made by ``sent_by_ms``, may have sent in time; returns their keys. Whatever the
+    verdict that planned them: the job's chain, a chain a pause cut (its slots owed by the pause
+    are late only when due before it, where no release could send them in time), a replaced one
+    (a slot its new spec does not run keeps that reason)."""
     keep_ms = fate_keep_s(job, timer.kind) * 1000
     kept: list[datetime] = []
     rest: list[tuple[datetime, str]] = []
@@ -64,7 +68,7 @@ def keep_maybe_sent(job: Job, timer: Timer, plan: ReleasePlan, sent_by_ms: int) 
     if kept:
         plan.missed = rest
         plan.release = sorted([*plan.release, *kept])
-    return kept
+    return [(job.tenant, job.id, slot_key(slot)) for slot in kept]
 
 
 def sent_by_ms(marks: Iterable[int], held: Iterable[Timer], unmarked_ms: int, now_ms: int) -> int | None:

@@ -309,11 +309,7 @@ class SlotReleaser:
                     if found is _PARK:  # not parked: recorded, not dropped
                         out.missed.append(unrun_record(job, slot_instant(timer.slot), PARK_GAVE_UP, now))
             if found is _RELEASE and job is not None:
-                plan = self._plan(job, timer, now)
-                if sent_by_ms is not None and plan.missed:
-                    kept = keep_maybe_sent(job, timer, plan, sent_by_ms)
-                    maybe_sent.extend((job.tenant, job.id, slot_key(slot)) for slot in kept)
-                plans.append((job, plan))
+                plans.append((job, self._plan(job, timer, now)))
             elif found is Verdict.ORPHAN and job is not None:
                 # Released as the chain it is (its version): the job's current chain stays apart.
                 chain = job.model_copy(update={"version": timer.job_version})
@@ -322,6 +318,9 @@ class SlotReleaser:
                 plans.append((job, replaced_plan(job, timer, now)))
             else:
                 report.stale += 1
+                continue
+            if sent_by_ms is not None and plans[-1][1].missed:
+                maybe_sent.extend(keep_maybe_sent(*plans[-1], timer, sent_by_ms))
         excluded, missed = self.exclusions.exclude(plans, now)
         out.excluded.extend(excluded)
         out.missed.extend(missed)
