@@ -65,8 +65,9 @@ def _scene(
     the ``minutes`` after 12:00, all of them killed at ``kill`` (second, and how long until the
     killed ones start again), workers claiming ``rate`` a second; and ``fast`` catch-up ``all``
     ``rate(1 second)`` jobs from 11:59:30, with queues that say how many messages wait (the pace
-    holds catch-up by them); ``change``: at that second every job is paused and resumed, or
-    replaced by its own spec (``"pause"``, ``"replace"``). The fate of each group's first slots."""
+    holds catch-up by them); ``change``: at that second every job is paused and resumed, paused
+    and resumed 68 s later, or replaced by its own spec (``"pause"``, ``"pause a while"``,
+    ``"replace"``). The fate of each group's first slots."""
     from factories import spec
     from punctual.runtime.clock import ManualClock
     from punctual.store.memory import MemoryStore
@@ -87,12 +88,13 @@ def _scene(
         tenants[job_id] = (tenant, job)
         return job_id
 
-    def changed() -> None:
+    def changed(kind: str) -> None:
         for job_id, (tenant, job) in sorted(tenants.items()):
-            if change is not None and change[1] == "pause":
+            if kind in ("pause", "pause a while"):
                 jobs.pause(tenant, job_id)
+            if kind in ("pause", "resume"):
                 jobs.resume(tenant, job_id)
-            else:
+            if kind == "replace":
                 jobs.replace(tenant, job_id, job)
 
     every_second = spec("rate(1 second)", start_at=(T - timedelta(seconds=30)).isoformat())
@@ -104,7 +106,9 @@ def _scene(
         owing = spec(schedule, start_at=due.isoformat(), catchup=catchup)
         owed.append(({register(f"{catchup['policy']}-{i % 5}", owing) for i in range(count)}, due))
     kills = [] if kill is None else [(T + timedelta(seconds=kill[0]), kill[1])]
-    events = [] if change is None else [(T + timedelta(seconds=change[0]), changed)]
+    events = [] if change is None else [(T + timedelta(seconds=change[0]), lambda: changed(change[1]))]
+    if change is not None and change[1] == "pause a while":  # resumed 68 s on, after the re-drain
+        events.append((T + timedelta(seconds=change[0] + 68), lambda: changed("resume")))
     until = T + timedelta(minutes=5)
     sim.run([T + timedelta(minutes=m) for m in minutes], until=until, events=events, kills=kills)
     return [_fates(sim, store, ids, due) for ids, due in owed]
@@ -134,17 +138,21 @@ def test_a_slot_sent_on_time_is_not_judged_late_again_by_a_re_drain(
     assert fates.ran == 600 and fates.copies == 0, fates
 
 
-@pytest.mark.parametrize("change", ["pause", "replace"])
+@pytest.mark.parametrize("change", ["pause", "pause a while", "replace"])
 def test_a_slot_sent_on_time_is_not_judged_late_again_after_a_pause_or_a_replace(change: str) -> None:
     # Given the 600 catch-up `none` jobs of 12:00:20 released on time and waiting for the workers,
-    # each paused and resumed (its old chain's timer is then a pause's orphan) or replaced by its
-    # own spec (a secret rotation: its old chain's timer is a replaced chain's) at 12:00:22, and
-    # the minute's poller killed at 12:00:25, the next minute's draining the minute again
+    # each paused and resumed (its old chain's timer is then a pause's orphan), paused until
+    # 12:01:30 (the re-drain meets the timer while the job is paused: its slot was parked, owed by
+    # the resume) or replaced by its own spec (a secret rotation: its old chain's timer is a
+    # replaced chain's) at 12:00:22, and the minute's poller killed at 12:00:25, the next minute's
+    # draining the minute again
     (fates,) = _scene(
         "rate(1 hour)", {"policy": "none"}, [(20, 600)], [0, 1, 2], (25, 10_000.0), change=(22, change)
     )
-    # Then none of the slots is recorded MISSED (296 were: the re-drain judged them owed by the
-    # pause, or by the replace, and over 60 s late), every one runs once (a replaced chain's copy is
+    # Then none of the slots is recorded MISSED (296 were, and 250 parked ones by the resume: the
+    # re-drain judged them owed by the pause, or by the replace, and over 60 s late; a parked one
+    # now goes as a copy of its message, as it was, whose claim skips it while the job is paused),
+    # every one runs once (a replaced chain's copy is
     # a message of the new version: the claim of the original, first in the slot's group, starts
     # it, the copy's finds its record)
     assert (fates.missed_sent_on_time, fates.missed, fates.ran) == (0, 0, 600), fates
@@ -239,3 +247,28 @@ def test_how_long_a_dead_poller_may_have_been_releasing_past_its_mark() -> None:
     # A mark held back by a timer waiting its turn: its poller may have released to its end
     assert sent_by_ms([mark], [on_time, waiting], 9000, now) == now
     assert sent_by_ms([mark - 1], [on_time, waiting], 9000, now) == mark - 1 + 9000
+
+
+def test_a_paused_jobs_slot_maybe_sent_before_the_pause_is_copied_not_owed_by_the_resume() -> None:
+    from factories import job
+    from punctual.dispatch.polling.redrain import paused_copy
+    from punctual.models import JobState
+    from punctual.timing.slots import fire_timer
+    from punctual.timing.timers import TimerLayout, to_ms
+
+    # Given a rate(10 seconds) job paused at 12:00:25, whose 12:00:00 timer a re-drain meets
+    paused = job(schedule="rate(10 seconds)", catchup={"policy": "none"}, state=JobState.PAUSED)
+    paused = paused.model_copy(update={"paused_at": T + timedelta(seconds=25)})
+    timer = fire_timer(TimerLayout(), paused, T, T - timedelta(minutes=1))
+    # When the earlier poller may have released it (by 12:00:05): a copy of its slot, as its chain,
+    # and the next slot (due before the pause too) is the one the resume owes
+    found = paused_copy(paused, timer, to_ms(T + timedelta(seconds=5)))
+    assert found is not None
+    chain, plan, rest = found
+    assert chain.version == timer.job_version and plan.release == [T] and not plan.chain
+    assert rest is not None and rest.slot == "2026-12-01T12:00:10Z"
+    # A slot whose next one is after the pause owes nothing more; one no earlier poller can have
+    # released in time (it stopped before the slot) is parked as before
+    late = fire_timer(TimerLayout(), paused, T + timedelta(seconds=20), T - timedelta(minutes=1))
+    assert paused_copy(paused, late, to_ms(T + timedelta(seconds=20)))[2] is None  # type: ignore[index]
+    assert paused_copy(paused, timer, to_ms(T) - 1) is None

@@ -31,6 +31,7 @@ recorded MISSED before; SQS drops a copy sent within five minutes of its origina
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 
 from punctual.models import Job
@@ -42,8 +43,9 @@ from punctual.timing.slots import (
     ReleasePlan,
     dispatch_instant,
     fate_keep_s,
+    next_slot,
 )
-from punctual.timing.timers import Timer, TimerKind, slot_key, to_ms
+from punctual.timing.timers import Timer, TimerKind, slot_instant, slot_key, to_ms
 
 # Why a slot is dropped for when it is released (with a cause before it, e.g. a pause's)
 _LATENESS = (MISSED_BY_NONE, MISSED_BY_LATEST, MISSED_OUTSIDE_WINDOW)
@@ -71,6 +73,27 @@ def keep_maybe_sent(job: Job, plan: ReleasePlan, timer: Timer, sent_by_ms: int) 
     return [(job.tenant, job.id, slot_key(slot)) for slot in kept]
 
 
+def paused_copy(job: Job, timer: Timer, sent_by_ms: int) -> tuple[Job, ReleasePlan, Timer | None] | None:
+    """For a paused job's chain timer an uncertain release would park (its slot owed by the
+    resume, decided then by the catch-up policy), when an earlier release may have sent its slot in
+    time, before the pause: that slot's fate was decided then, and is its message's (the claim skips
+    it while the job is paused, runs it once resumed), not the resume's, which would record MISSED
+    a slot whose message still waits in the queue. So: the chain (its version) and a plan that
+    sends a copy of that message; and the timer of the slot after it to park, when that one was due
+    before the pause too (None: nothing more owed). None: a slot no earlier release sent in time."""
+    slot = slot_instant(timer.slot)
+    at_ms = to_ms(dispatch_instant(job, slot))
+    earliest_ms = max(timer.due_ms, at_ms)
+    if earliest_ms > sent_by_ms or earliest_ms > at_ms + fate_keep_s(job, timer.kind) * 1000:
+        return None
+    chain = job.model_copy(update={"version": timer.job_version})
+    following = next_slot(job, slot)
+    paused_at = job.paused_at
+    owed = following is not None and paused_at is not None and following < paused_at
+    rest = replace(timer, slot=slot_key(following)) if owed and following is not None else None
+    return chain, ReleasePlan(release=[slot], chain=False), rest
+
+
 def sent_by_ms(marks: Iterable[int], held: Iterable[Timer], unmarked_ms: int, now_ms: int) -> int | None:
     """Until when the poller that wrote a past minute's progress ``marks`` may have been releasing
     its timers (``held``: those a drain of it read from the marks on). None: no mark, no poller
@@ -86,4 +109,4 @@ def sent_by_ms(marks: Iterable[int], held: Iterable[Timer], unmarked_ms: int, no
     return min(now_ms, max(through) + unmarked_ms)
 
 
-__all__ = ["keep_maybe_sent", "sent_by_ms"]
+__all__ = ["keep_maybe_sent", "paused_copy", "sent_by_ms"]

@@ -64,7 +64,7 @@ from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, PARK_GAVE_UP, Pauses, owing_by_resume
-from punctual.dispatch.polling.redrain import keep_maybe_sent
+from punctual.dispatch.polling.redrain import keep_maybe_sent, paused_copy
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.polling.retry_pace import DueRetry, PacedRetries, RetryPacer
 from punctual.dispatch.polling.unrun import (
@@ -303,13 +303,18 @@ class SlotReleaser:
             job = jobs.get((timer.tenant, timer.job_id))
             found = verdict(timer, job)
             if found is _PARK and job is not None:
-                job, found = self.pauses.park(job, timer)
-                if job is not None:
+                copy = paused_copy(job, timer, sent_by_ms) if sent_by_ms is not None else None
+                if copy is not None:  # maybe sent before the pause: a copy, what follows owed (.redrain)
+                    plans.append(copy[:2])
+                    maybe_sent.append((job.tenant, job.id, timer.slot))
+                parked = timer if copy is None else copy[2]
+                job, found = (job, Verdict.STALE) if parked is None else self.pauses.park(job, parked)
+                if job is not None and parked is not None:
                     jobs[(job.tenant, job.id)] = job
                     if found is _PARK:  # not parked: recorded, not dropped
-                        out.missed.append(unrun_record(job, slot_instant(timer.slot), PARK_GAVE_UP, now))
+                        out.missed.append(unrun_record(job, slot_instant(parked.slot), PARK_GAVE_UP, now))
             if found is _RELEASE and job is not None:
-                plans.append((job, self._plan(job, timer, now)))
+                plans.append((job, _plan(job, timer, now)))
             elif found is Verdict.ORPHAN and job is not None:
                 # Released as the chain it is (its version): the job's current chain stays apart.
                 chain = job.model_copy(update={"version": timer.job_version})
@@ -461,18 +466,6 @@ class SlotReleaser:
             # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
             out.completions.append(job)
 
-    @staticmethod
-    def _plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
-        """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
-        were owed by a pause (the catch-up policy decides them, whatever their lateness; an
-        EventBridge Scheduler API schedule's are all MISSED: :func:`.pauses.owing_by_resume`)."""
-        slot, due = slot_instant(timer.slot), timer.due
-        if timer.kind is _RESUME:
-            return plan_release(
-                owing_by_resume(job), slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE
-            )
-        return plan_release(job, slot, now, due=due)
-
     def _forecast(self, loads: dict[datetime, MinuteLoad]) -> None:
         """Add a chunk's forecast to the minute-load ledger: one write per minute, best effort (a
         failure costs the forecast, never the release)."""
@@ -585,6 +578,16 @@ class SlotReleaser:
         if report.excluded:
             self.metrics.add("SlotsExcluded", report.excluded)
         add_all(self.metrics, "FireDelayMs", report.fire_delays_ms, "Milliseconds")
+
+
+def _plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
+    """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
+    were owed by a pause (the catch-up policy decides them, whatever their lateness; an
+    EventBridge Scheduler API schedule's are all MISSED: :func:`.pauses.owing_by_resume`)."""
+    slot, due = slot_instant(timer.slot), timer.due
+    if timer.kind is _RESUME:
+        return plan_release(owing_by_resume(job), slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
+    return plan_release(job, slot, now, due=due)
 
 
 def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:
