@@ -171,6 +171,17 @@ def test_slots_no_poller_released_keep_their_policy_after_an_outage() -> None:
     assert (unsent.ran, unsent.missed) == (0, 300), unsent
 
 
+def test_a_restart_long_after_its_poller_died_keeps_the_policy_of_slots_never_sent() -> None:
+    # Given the same jobs and outage, but the minute's poller started again at 12:02:25, after every
+    # poller was down 2 minutes: it resumes from its minute's progress marks (the last near 12:00:25)
+    sent, unsent = _scene("rate(1 hour)", {"policy": "none"}, [(20, 300), (45, 300)], [-1, 0, 3], (25, 120.0))
+    # Then the slots due 20 s after the dead poller's last mark, never sent, 100 s late when the
+    # restart releases them, are MISSED as catch-up `none` says (all 300 ran: the restart took them
+    # for maybe sent, as though its poller had been releasing until the restart's own instant)
+    assert (sent.ran, sent.missed) == (300, 0), sent
+    assert (unsent.ran, unsent.missed, unsent.entries) == (0, 300, 0), unsent
+
+
 def test_a_minute_no_poller_released_is_missed_as_before() -> None:
     # Given catch-up `none` jobs due at 12:00:20 whose minute had no poller at all (its progress
     # marks: none), the 12:02 poller draining it 90 s on

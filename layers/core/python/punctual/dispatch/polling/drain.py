@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from punctual.dispatch.polling.fate_lines import FateIndex
+from punctual.dispatch.polling.redrain import sent_by_ms
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.dispatch.polling.rewatch import watch_earlier_sends
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind
@@ -61,6 +62,11 @@ class MinuteDrain:
         # Until when an earlier poller may have been releasing these timers (None: none did):
         # a slot it may have sent in time is not judged late again (:mod:`.redrain`)
         self.sent_by_ms: int | None = None
+        # A restart's progress marks (its minute's, read on resuming), and the CATCHUP timers held
+        # just after one (a mark they held back): sent_by_ms is worked out from them at each
+        # uncertain release, a read that failed at first held later
+        self.resumed_marks: set[int] = set()
+        self.held_back: list[Timer] = []
         # (due, turn, sk, arrival, timer): the arrival number breaks ties, so two rows with the
         # same due and sort key in different lanes (two skewed pollers wrote one next timer into
         # both) never make the heap compare Timer objects. The turn is 0 until take_turns().
@@ -97,6 +103,7 @@ class MinuteDrain:
 
     def hold(self, timers: Iterable[Timer]) -> None:
         held, heap, newest, taken = self.held, self.heap, self.newest_seen, self._taken
+        marks = self.resumed_marks
         for timer in timers:
             if taken.get(id(timer)) is timer:
                 continue  # (this very object was taken: so was its key)
@@ -106,6 +113,8 @@ class MinuteDrain:
             if key in held:
                 continue
             held.add(key)
+            if marks and timer.kind is TimerKind.CATCHUP and timer.due_ms - 1 in marks:  # (.redrain)
+                self.held_back.append(timer)
             if timer.kind in CHAIN_KINDS:
                 chain = (timer.tenant, timer.job_id, timer.job_version)
                 if newest.get(chain, "") < timer.slot:
@@ -223,6 +232,17 @@ class MinuteDrain:
         self.out_of_turn_ms = None
         return report
 
+    def _sent_by_from_marks(self) -> None:
+        """Until when the poller this one restarts may have been releasing (at each uncertain release,
+        a CATCHUP timer held back a mark maybe read late): from its furthest
+        progress mark, as a drain of a dead poller's minute takes it (:func:`.redrain.sent_by_ms`),
+        not the restart's instant: the one before may have died long before (QA: catch-up
+        ``none`` slots due 20 s after its last mark, never sent, pollers down until 100 s after
+        them, were run by the restart as copies of messages that never were)."""
+        now_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else 0
+        unmarked_ms = self.releaser.config.unmarked_ms
+        self.sent_by_ms = sent_by_ms(self.resumed_marks, self.held_back, unmarked_ms, now_ms)
+
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:
             if self.to_watch:  # a failed watch is tried again at every pass, due timers or not
@@ -234,6 +254,8 @@ class MinuteDrain:
         try:
             report.merge(self.releaser.release([t for t in wanted if t.due_ms > uncertain_ms]))
             uncertain = [t for t in wanted if t.due_ms <= uncertain_ms]
+            if uncertain and self.resumed_marks:
+                self._sent_by_from_marks()
             report.merge(self.releaser.release(uncertain, uncertain=True, sent_by_ms=self.sent_by_ms))
         except Exception:
             for timer in due:

@@ -199,9 +199,9 @@ class MinutePoll:
             return
         if not marks:
             return
-        if any(progress_of(marks, shard) is not None for shard in (*self.far, *self.near)):
-            # Restarted at once: the poller before it may have released anything due until now
-            self.drain.sent_by_ms = self.drain.uncertain_through_ms
+        # How far the poller before it released: its furthest mark, and a little past (.redrain)
+        found = (progress_of(marks, shard) for shard in (*self.far, *self.near))
+        self.drain.resumed_marks = {mark for mark in found if mark is not None}
         for shard in self.far:
             mark = progress_of(marks, shard)
             if mark is not None:  # and the last seconds before it again (polling.rewatch)
