@@ -265,7 +265,7 @@ def test_a_paused_jobs_slot_maybe_sent_before_the_pause_is_copied_not_owed_by_th
     from punctual.dispatch.polling.redrain import paused_copy
     from punctual.models import JobState
     from punctual.timing.slots import fire_timer
-    from punctual.timing.timers import TimerLayout, to_ms
+    from punctual.timing.timers import TimerKind, TimerLayout, to_ms
 
     # Given a rate(10 seconds) job paused at 12:00:25, whose 12:00:00 timer a re-drain meets
     paused = job(schedule="rate(10 seconds)", catchup={"policy": "none"}, state=JobState.PAUSED)
@@ -283,3 +283,8 @@ def test_a_paused_jobs_slot_maybe_sent_before_the_pause_is_copied_not_owed_by_th
     late = fire_timer(TimerLayout(), paused, T + timedelta(seconds=20), T - timedelta(minutes=1))
     assert paused_copy(paused, late, to_ms(T + timedelta(seconds=20)))[2] is None  # type: ignore[index]
     assert paused_copy(paused, timer, to_ms(T) - 1) is None
+    # And a timer written past its slot's fate line (a CATCHUP timer due 70 s after it: no release
+    # of it could send the slot in time) is parked, however late the earlier poller went on
+    written_late = fire_timer(TimerLayout(), paused, T, T + timedelta(seconds=70), chained=True)
+    assert written_late.kind is TimerKind.CATCHUP
+    assert paused_copy(paused, written_late, to_ms(T + timedelta(minutes=2))) is None
