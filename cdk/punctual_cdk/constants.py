@@ -45,9 +45,7 @@ AUDITOR_MEMORY_MB: Final = 1024
 AUDITOR_SCHEDULE: Final = "rate(1 minute)"
 AUDITOR_MAX_EVENT_AGE_S: Final = 3600
 AUDITOR_RETRY_ATTEMPTS: Final = 2
-# A poller starts POLLER_LEAD_S before its minute and runs ~70-80 s (~90 s when its last checks
-# wait on a backlog the workers drain: dispatch/polling/minute.py _finish_checks)
-POLLER_TIMEOUT_S: Final = 120
+POLLER_TIMEOUT_S: Final = 120  # a poller starts POLLER_LEAD_S before its minute and runs ~70-80 s
 POLLER_MEMORY_MB: Final = 1024
 # The lean poller: the same code at the smallest memory, for minutes whose planned load is at most
 # LEAN_POLLER_MAX_TRIGGERS_PER_MINUTE (an idle deployment's minutes). A poller runs ~80 s of every

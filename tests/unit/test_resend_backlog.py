@@ -305,26 +305,6 @@ def test_a_queue_whose_messages_are_claimed_before_their_checks_is_read_a_period
     assert len(reads) >= 30 / READ_EVERY_S - 1, len(reads)
 
 
-def test_a_backlog_still_draining_at_a_pollers_end_is_not_re_sent() -> None:
-    # Given a minute's poller at its end (its minute and grace over) that sends 100 slots there,
-    # workers that claim them in order at 10 a second (the last one 10 s later)
-    store, clock = MemoryStore(), ManualClock(T)
-    sim = type("Workers", (SteadyWorkers,), {"RATE": 10.0})(store, clock)
-    sim.config = replace(sim.config, resend_after_s=4.0)
-    run = sim.poller().poller.minute_poll(T, 0, 1)
-    clock.set(run.final)
-    burst = _burst(100)
-    sim.queues.send(SHORT, burst)
-    run.poller.releaser.watch.sent(SHORT, burst, clock.now())
-    # When it runs its last re-send checks
-    run.finish()
-    # Then none is re-sent: its watch stays while the workers are seen to drain what it holds
-    # (before: its last round, 5 s after its end, re-sent the ~55 still waiting, each a claim the
-    # workers drop in front of the next minute's slots), at most HOLD_PERIODS periods more
-    assert [m.slot for _, m in sim.queues.log if m.resend] == []
-    assert len(sim.started) == 100
-
-
 def _at_its_end(count: int) -> tuple[SteadyWorkers, MinutePoll, list[DispatchMessage]]:
     """A minute's poller at its end (its minute and grace over) that sent ``count`` slots there, and
     workers that claim them in order at 10 a second."""
@@ -389,32 +369,3 @@ def test_a_pollers_last_checks_end_while_the_store_fails() -> None:
     # Lambda timed out)
     assert sim.base.now() <= run.final + timedelta(seconds=4.0 + 1 + 1)
     assert 1 <= reads <= 10, reads
-
-
-def test_a_pollers_last_checks_do_not_wait_on_a_run_once_held_in_the_backlog() -> None:
-    # Given a poller at its end whose last checks held a backlog the workers drain by 10 s, where
-    # the 61st slot, held at its first check, then runs on a lease (5 s left at each read)
-    sim, run, burst = _at_its_end(100)
-    watch = run.poller.releaser.watch
-    store, long_run = watch.store, burst[60]
-    read = store.batch_get_executions
-
-    def leased(keys: object, consistent: bool = True) -> dict[object, Execution]:
-        records = dict(read(keys, consistent=consistent))  # type: ignore[arg-type]
-        for key, record in records.items():
-            if record.slot == long_run.slot:
-                lease = sim.base.now() + timedelta(seconds=5)
-                records[key] = record.model_copy(
-                    update={"status": ExecutionStatus.RUNNING, "lease_until": lease}
-                )
-        return records
-
-    watch.store.batch_get_executions = leased  # type: ignore[method-assign]
-    # When it runs its last checks
-    run.finish()
-    # Then they end when the backlog they held is drained (10 s after the end): the running slot's
-    # lease check (13 s) is no hold on a backlog (review of 504894c6: a slot once held kept the
-    # mark when claimed, and its lease checks held the last checks up to 8 s more)
-    assert sim.base.now() < run.final + timedelta(seconds=12)
-    assert len(sim.started) == 100
-    assert [m.slot for _, m in sim.queues.log if m.resend] == []

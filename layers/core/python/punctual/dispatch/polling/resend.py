@@ -79,7 +79,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from punctual.dispatch.polling.resend_backlog import HOLD_PERIODS, BacklogMark, QueueBacklogs
+from punctual.dispatch.polling.resend_backlog import BacklogMark, QueueBacklogs
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.clock import Clock
@@ -118,7 +118,6 @@ class _Watched:
     unclaimed_at: datetime | None = field(default=None, compare=False)
     # The queue's count when it was first held on it (:mod:`.resend_backlog`)
     backlog: BacklogMark | None = field(default=None, compare=False)
-    held: bool = field(default=False, compare=False)  # its last check held it: waiting in a backlog
     restart_held_at: datetime | None = field(default=None, compare=False)  # first held as reads restarted
 
 
@@ -222,10 +221,9 @@ class ResendWatch:
 
     def _again(self, entry: _Watched, at: datetime, unclaimed_at: datetime | None = None) -> _Watched:
         """``entry`` checked again at ``at`` (its place in the queue kept); ``unclaimed_at``: a check
-        found it unclaimed then. Not :attr:`_Watched.held` (the check that holds it says so): a slot
-        held once and then claimed held a poller's last checks on its lease checks."""
+        found it unclaimed then."""
         seen = unclaimed_at or entry.unclaimed_at
-        return replace(entry, check_at=at, seq=next(self._seq), unclaimed_at=seen, held=False)
+        return replace(entry, check_at=at, seq=next(self._seq), unclaimed_at=seen)
 
     def _push(self, entry: _Watched) -> None:
         heapq.heappush(self._heap, entry)
@@ -240,17 +238,6 @@ class ResendWatch:
         read = self.backlogs.next_read()
         return check if read is None else min(check, read)
 
-    def last_checks_end(self, first_end: datetime) -> datetime:
-        """When a poller's last checks end: ``first_end`` (the first check of what it sent last),
-        or up to the longest hold on a count (:data:`.resend_backlog.HOLD_PERIODS` periods) later
-        while a check held a message waiting in a backlog the workers drain, so what they drain
-        meanwhile is not re-sent at the watch's end: each such copy was a claim dropped in front of
-        the next minute's slots (QA32, local mode: 12 to 30 copies at each minute's end of a
-        catch-up)."""
-        with self._lock:
-            holding = any(entry.held for entry in self._heap)
-        return first_end + timedelta(seconds=HOLD_PERIODS * self.after_s) if holding else first_end
-
     def last_checks(
         self,
         clock: Clock,
@@ -258,18 +245,21 @@ class ResendWatch:
         check_round: Callable[[datetime], object],
         stop: Callable[[], bool],
     ) -> None:
-        """A poller's last checks: ``check_round(ends_at)`` at each check due by
-        :meth:`last_checks_end`. They never outlast the invocation: once ``stop`` says its time is
-        nearly out, the rounds due within a second are the last (they re-send what they find
-        unclaimed, as the watch's end does) and they end; and a round that failed (its messages due again at
-        once) is tried again :data:`ROUND_RETRY_S` later, so they end by the clock too. Review of
-        504894c6: they ignored ``stop`` and the clock, so 8 s more of them ran a poller started
-        ``pollerLeadS`` 40 s early past its 120 s timeout (their last round, which re-sends what a
-        dead worker holds, lost), and a store failing held a poller in them until killed."""
+        """A poller's last checks: ``check_round(ends_at)`` at each check due by ``first_end`` (the
+        first check of what it sent last). They never outlast the invocation: once ``stop`` says
+        its time is nearly out, the rounds due within a second are the last (they re-send what they
+        find unclaimed, as the watch's end does) and they end; and a round that failed (its
+        messages due again at once) is tried again :data:`ROUND_RETRY_S` later, so they end by the
+        clock too (review: a store failing held a poller in them until killed).
+
+        They do not stay on for messages held in a backlog the workers drain: tried (8 s more while
+        one was held, 2026-12-07), a catch-up in local mode drew 484 copies and another tenant's
+        slots up to 14 s late against 11 copies and 4.9 s without it (the pollers' reads each second
+        of a long held backlog weigh on the store the workers claim through)."""
         last: datetime | None = None
         stop_end: datetime | None = None  # (the second after stop came: its rounds are the last)
         while (check := self.next_check()) is not None:
-            end = self.last_checks_end(first_end)
+            end = first_end
             if last is not None and check <= last:
                 check = last + timedelta(seconds=ROUND_RETRY_S)
             if stop_end is None and stop():
@@ -333,7 +323,7 @@ class ResendWatch:
                 # A backlog the workers are draining (or a busy queue, more likely than that many
                 # dead workers): a copy would only join it. Checked again in a second.
                 waiting += 1
-                later.append(replace(self._again(entry, now + timedelta(seconds=1), now), held=True))
+                later.append(self._again(entry, now + timedelta(seconds=1), now))
                 continue
             copy = replace(message, resend=message.resend + 1, sig="")
             again.setdefault(entry.queue, []).append(copy)
