@@ -334,8 +334,8 @@ def test_a_pollers_last_checks_end_when_its_invocation_is_nearly_out_of_time() -
     # When it runs (its minute over at once) to its last checks
     run.run(stop=lambda: sim.base.now() >= stop_at)
     # Then they end within two seconds of that (seen at the next round, then the rounds of a
-    # second; review of 504894c6: they ignored it and held on to 8 s past their first end: at
-    # pollerLeadS 40 past the 120 s Lambda timeout, killed before their last round), and those
+    # second; review of 504894c6: they ignored it, and while they stayed on for a held backlog a
+    # poller at pollerLeadS 40 ran past its 120 s Lambda timeout, killed before its last round), and those
     # last rounds re-sent what was still unclaimed, as the watch's end does, rather than leave a
     # message a dead worker may hold to the queue's timeout
     assert sim.base.now() <= stop_at + timedelta(seconds=2)

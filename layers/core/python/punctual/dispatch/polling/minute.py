@@ -312,8 +312,8 @@ class MinutePoll:
 
     def _finish_checks(self, stop: Callable[[], bool]) -> None:
         """The first check of what was sent in the minute's last seconds (at most ``resend_after_s``
-        more, and the longest hold on a backlog more while one holds messages, until ``stop``): a
-        worker that died before its handler ran is not left to the queue's timeout."""
+        more, ended early by ``stop``): a worker that died before its handler ran is not left to
+        the queue's timeout (:meth:`.resend.ResendWatch.last_checks`)."""
         deadline = self.clock.now() + timedelta(seconds=self.config.resend_after_s + 1)
         self.poller.releaser.watch.last_checks(self.clock, deadline, self._check_unclaimed, stop)
 
