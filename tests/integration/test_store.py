@@ -348,6 +348,33 @@ def test_progress_marks_only_move_forward_and_cover_their_group(store, t0):  # t
     assert store.get_progress(t0 - timedelta(minutes=1)) == []
 
 
+def test_a_send_bound_only_moves_forward_beside_its_groups_release_mark(store, t0):  # type: ignore[no-untyped-def]
+    from punctual.store.progress import progress_of, sent_bounds
+
+    # Given a group whose poller bounded its sends before any release mark, another with both,
+    # and a third (a poller from before the bound) with a release mark only
+    store.put_sent_bound(t0, 0, 3, 9_000)
+    store.put_sent_bound(t0, 0, 3, 6_000)  # behind: ignored
+    store.put_sent_bound(t0, 1, 3, 12_000)
+    store.put_progress(t0, 1, 3, 4_000)
+    store.put_sent_bound(t0, 1, 3, 15_000)
+    store.put_progress(t0, 2, 3, 5_000)
+    marks = store.get_progress(t0)
+    # Then each figure is kept, unmixed: the release mark of a group with a bound only is absent
+    assert sorted((m.group, m.through_ms, m.sent_to_ms) for m in marks) == [
+        (0, None, 9_000),
+        (1, 4_000, 15_000),
+        (2, 5_000, None),
+    ]
+    assert progress_of(marks, 0) is None and progress_of(marks, 1) == 4_000
+    # And a drain of some shards knows the furthest bound of the groups that cover them, and the
+    # release marks of those that wrote none
+    assert sent_bounds(marks, [0, 3]) == (9_000, set())
+    assert sent_bounds(marks, [0, 1, 2]) == (15_000, {5_000})
+    assert sent_bounds(marks, [2]) == (None, {5_000})
+    assert sent_bounds(marks, []) == (None, set())
+
+
 def test_a_jobs_turn_is_held_by_one_slot_and_handed_on_oldest_first(store, t0):  # type: ignore[no-untyped-def]
     take, wait, hand = store.take_turn, store.wait_for_turn, store.pass_turn
     # Given slot a holding the turn

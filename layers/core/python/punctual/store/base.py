@@ -17,6 +17,9 @@ from typing import Any, Generic, TypeVar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.keyring import TenantKeyRepository
 from punctual.store.loads import MinuteLoadRepository
+from punctual.store.progress import ProgressMark as ProgressMark  # (re-exported)
+from punctual.store.progress import ProgressRepository
+from punctual.store.progress import progress_of as progress_of  # (re-exported)
 from punctual.store.quotas import TenantQuotaRepository
 from punctual.store.reservations import BudgetReservationRepository
 from punctual.timing.timers import Lane, Timer
@@ -223,29 +226,6 @@ class Expect:
 
 
 @dataclass(frozen=True)
-class ProgressMark:
-    """A poller's durable progress inside one minute: every timer of its shards (both lanes)
-    due at or before ``through_ms`` that it had read was released, next timers written.
-
-    The poller of (minute, ``group`` of ``group_count``) owns the shards with
-    ``shard % group_count == group``; marks of one minute written under other groupings
-    (a re-planned minute, a catch-up by another minute's poller) cover their own shards.
-    """
-
-    group: int
-    group_count: int
-    through_ms: int
-
-    def covers(self, shard: int) -> bool:
-        return shard % self.group_count == self.group
-
-
-def progress_of(marks: Iterable[ProgressMark], shard: int) -> int | None:
-    """How far ``shard``'s timers of a minute are known released (the furthest covering mark)."""
-    return max((m.through_ms for m in marks if m.covers(shard)), default=None)
-
-
-@dataclass(frozen=True)
 class Turn:
     """Whose turn it is to run, for a job whose overlap is ``skip`` or ``queue``.
 
@@ -437,8 +417,8 @@ class JobRepository(ABC):
         """Count slots skipped by the catch-up or overlap policy (best effort, unconditional)."""
 
 
-class TimerRepository(ABC):
-    """Timers, the shards' watermarks and the pollers' progress marks."""
+class TimerRepository(ProgressRepository):
+    """Timers, the shards' watermarks and the pollers' progress marks (:mod:`.progress`)."""
 
     @abstractmethod
     def put_timers(self, timers: Sequence[Timer]) -> None:
@@ -472,15 +452,6 @@ class TimerRepository(ABC):
     @abstractmethod
     def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
         """Move each shard's watermark forward to ``minute``; never backward."""
-
-    @abstractmethod
-    def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
-        """Record that (``minute``, ``group`` of ``group_count``) released through ``through_ms``;
-        never moves a mark backward. Cheap (one small conditional write): called every few seconds."""
-
-    @abstractmethod
-    def get_progress(self, minute: datetime) -> list[ProgressMark]:
-        """Every progress mark written for ``minute`` (strongly consistent)."""
 
 
 class ExecutionRepository(ABC):

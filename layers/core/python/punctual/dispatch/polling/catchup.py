@@ -26,7 +26,9 @@ from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
 from punctual.dispatch.polling.redrain import sent_by_ms
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.dispatch.polling.sent_bound import SentBound
 from punctual.store.base import JobStore, progress_of
+from punctual.store.progress import sent_bounds
 from punctual.timing.timers import Lane, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
@@ -43,6 +45,10 @@ class _Open:
     minute: datetime
     shards: dict[Lane, list[int]]
     drain: MinuteDrain
+    sent: SentBound  # what this poller may have sent of it: the whole minute, once (.sent_bound)
+
+    def may_send(self) -> bool:
+        return self.sent.cover(to_ms(self.minute + _MINUTE) - 1)
 
 
 class CatchUp:
@@ -112,6 +118,8 @@ class CatchUp:
             return ReleaseReport()
         current = self.open
         assert current is not None
+        if len(current.drain) and not current.may_send():  # (the caller's next slice tries again)
+            raise RuntimeError(f"the send bound of minute {current.minute:%H:%M} could not be moved on")
         report = current.drain.release_due(
             to_ms(now), limit=limit or self.config.catchup_timers_per_slice, everything=True
         )
@@ -158,7 +166,7 @@ class CatchUp:
             log.exception("reading owed minutes ahead failed; will retry")
         report, taken = ReleaseReport(), 0
         for opened in [self.open, *self.ahead]:
-            if opened is not None and taken < limit:
+            if opened is not None and taken < limit and len(opened.drain) and opened.may_send():
                 done, count = opened.drain.release_urgent(by_ms, limit - taken)
                 report.merge(done)
                 taken += count
@@ -220,19 +228,18 @@ class CatchUp:
                     opened.drain.newest_released,
                 )
             near_back, far_back = self.config.near_lookback_ms, self.config.rewatch_lookback_ms
-            found: set[int] = set()  # the marks read: how far a poller released it (.redrain)
             for lane, shards in owed.items():
                 for shard in shards:
                     mark = progress_of(marks, shard)
-                    if mark is not None:
-                        found.add(mark)
                     back = far_back - 1 if lane is Lane.FAR else near_back  # polling.rewatch
                     start = None if mark is None else mark - back
                     drain.hold(self.store.query_timers(lane, minute, shard, from_ms=start))
             held = (entry[4] for entry in drain.heap)
-            drain.sent_by_ms = sent_by_ms(found, held, self.config.unmarked_ms, to_ms(now))
+            # What the pollers before may have sent of it: their send bounds, else their release marks
+            bound, unbounded = sent_bounds(marks, [shard for shards in owed.values() for shard in shards])
+            drain.sent_by_ms = sent_by_ms(unbounded, held, self.config.unmarked_ms, to_ms(now), bound)
             drain.take_turns()  # released in slices: one tenant's burst does not fill them all
             self.cursor = minute + _MINUTE
             log.info("catching up minute %s: %d timers", f"{minute:%H:%M}", len(drain))
-            return _Open(minute, owed, drain)
+            return _Open(minute, owed, drain, SentBound(self.store, minute, self.group, self.group_count, 0))
         return None

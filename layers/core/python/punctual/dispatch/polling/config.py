@@ -22,6 +22,10 @@ class PollerConfig:
     # Durable progress: a poller that released something records how far it got at most this
     # often, so a restart re-reads (and may re-send) only the last few seconds.
     progress_interval_s: float = 2.0
+    # What a poller may send is bounded in its progress item ahead of the sends
+    # (punctual.dispatch.polling.sent_bound): moved on this far past the next timer due, once a
+    # while it releases. A resumer takes what is due by the bound as maybe sent.
+    send_bound_ahead_s: float = 5.0
     # Catch-up of past minutes is interleaved with the minute's own releases, in slices of at
     # most this many timers, at most one slice per ``catchup_pause_s``: a backlog of any size
     # costs a bounded amount of work per step, and on-time slots go first.
@@ -60,6 +64,10 @@ class PollerConfig:
     @property
     def near_lookback_ms(self) -> int:
         return int((self.skew_s + 2 * self.poll_interval_s) * 1000)
+
+    @property
+    def send_bound_ahead_ms(self) -> int:
+        return int(self.send_bound_ahead_s * 1000)
 
     @property
     def unmarked_ms(self) -> int:

@@ -28,9 +28,9 @@ from collections.abc import Iterable
 
 from punctual.dispatch.polling.fate_lines import FateIndex
 from punctual.dispatch.polling.redrain import sent_by_ms
-from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.dispatch.polling.release import ReleaseFailed, ReleaseReport, SlotReleaser
 from punctual.dispatch.polling.rewatch import watch_earlier_sends
-from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind
+from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, to_ms
 
 ChainKey = tuple[str, str, int]  # (tenant, job, version)
 
@@ -67,6 +67,11 @@ class MinuteDrain:
         # uncertain release, a read that failed at first held later
         self.resumed_marks: set[int] = set()
         self.held_back: list[Timer] = []
+        self.resumed_bound: int | None = None  # the furthest send bound read (.sent_bound)
+        # Timers whose slots a release of this drain sent before it failed (by id: when it failed):
+        # they go again as uncertain ones, their slots maybe sent by then (.redrain), not judged
+        # late again over a message a worker has yet to take (release.ReleaseFailed)
+        self.failed_at: dict[int, int] = {}
         # (due, turn, sk, arrival, timer): the arrival number breaks ties, so two rows with the
         # same due and sort key in different lanes (two skewed pollers wrote one next timer into
         # both) never make the heap compare Timer objects. The turn is 0 until take_turns().
@@ -241,7 +246,9 @@ class MinuteDrain:
         them, were run by the restart as copies of messages that never were)."""
         now_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else 0
         unmarked_ms = self.releaser.config.unmarked_ms
-        self.sent_by_ms = sent_by_ms(self.resumed_marks, self.held_back, unmarked_ms, now_ms)
+        self.sent_by_ms = sent_by_ms(
+            self.resumed_marks, self.held_back, unmarked_ms, now_ms, self.resumed_bound
+        )
 
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:
@@ -251,19 +258,32 @@ class MinuteDrain:
         uncertain_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else -1
         wanted, sent_before = self._without_superseded(due, uncertain_ms)
         report = ReleaseReport(superseded=len(due) - len(wanted))
+        failed = self.failed_at
+        went: list[Timer] = []  # timers whose slots went out before a failure
         try:
-            report.merge(self.releaser.release([t for t in wanted if t.due_ms > uncertain_ms]))
-            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms]
-            if uncertain and self.resumed_marks:
+            certain = [t for t in wanted if t.due_ms > uncertain_ms and id(t) not in failed]
+            report.merge(self.releaser.release(certain))
+            went.extend(certain)
+            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms or id(t) in failed]
+            if uncertain and (self.resumed_marks or self.resumed_bound is not None):
                 self._sent_by_from_marks()
-            report.merge(self.releaser.release(uncertain, uncertain=True, sent_by_ms=self.sent_by_ms))
-        except Exception:
+            sent_by = self.sent_by_ms
+            if failed and (again := [failed[id(t)] for t in uncertain if id(t) in failed]):
+                sent_by = max(again) if sent_by is None else max(sent_by, *again)
+            report.merge(self.releaser.release(uncertain, uncertain=True, sent_by_ms=sent_by))
+        except Exception as exc:
+            failed_ms = to_ms(self.releaser.clock.now())
+            for timer in [*went, *(exc.sent if isinstance(exc, ReleaseFailed) else ())]:
+                failed.setdefault(id(timer), failed_ms)
             for timer in due:
                 if timer.kind is TimerKind.CATCHUP and self.defer_catchup:
                     continue  # a lagging batch: the caller puts it back
                 turn = self._turns.get(id(timer), 0)
                 heapq.heappush(self.heap, (timer.due_ms, turn, timer.sk, next(self._arrivals), timer))
             raise
+        if failed:
+            for timer in due:
+                failed.pop(id(timer), None)
         for timer in wanted:
             if timer.kind in CHAIN_KINDS:
                 chain = (timer.tenant, timer.job_id, timer.job_version)

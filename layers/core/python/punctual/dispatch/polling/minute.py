@@ -20,9 +20,7 @@ It starts a little before its minute M, and:
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -30,17 +28,19 @@ from punctual.dispatch.polling.catchup import CatchUp
 from punctual.dispatch.polling.catchup_pace import CatchUpPace, spend
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
+from punctual.dispatch.polling.far_reads import FAR_READS_AT_ONCE as FAR_READS_AT_ONCE  # (re-exported)
+from punctual.dispatch.polling.far_reads import read_far_buckets
 from punctual.dispatch.polling.fate_lines import FATE_MARGIN_S
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.dispatch.polling.sent_bound import SentBound
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import JobStore, progress_of
+from punctual.store.progress import sent_bounds
 from punctual.timing.slots import MAX_RELEASE_PER_TIMER
-from punctual.timing.timers import Lane, Timer, from_ms, to_ms
+from punctual.timing.timers import Lane, from_ms, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
-
-FAR_READS_AT_ONCE = 8  # a group's far buckets read side by side at the minute's start
 
 
 class MinutePoller(Protocol):
@@ -104,6 +104,8 @@ class MinutePoll:
         self.seen_work = 0  # timers handled when _mark last looked
         self.work_ms: int | None = None  # when _mark last saw the count of timers handled change
         self.next_mark = minute
+        # What it may have sent, bounded in its progress item ahead of the sends (.sent_bound)
+        self.sent = SentBound(self.store, minute, group, group_count, self.config.send_bound_ahead_ms)
 
     # ------------------------------------------------------------------ the loop
 
@@ -147,6 +149,7 @@ class MinutePoll:
             self._poll(now)
         self._release_due()
         self._mark()
+        self._bound_ahead()
         self._check_unclaimed()
         if self._catching_up() and self.clock.now() >= self.next_catchup:
             self._catch_up_slice()
@@ -166,7 +169,8 @@ class MinutePoll:
                 self.failed_shards.add((Lane.NEAR, shard))
         self.failed_shards.update((Lane.FAR, shard) for shard in self.unread)
         try:  # (a minute handed on holds no hole behind its mark: drain.release_holes)
-            self.report.merge(self.drain.release_holes())
+            if not self.drain.lagging or self._may_send(to_ms(self.clock.now())):
+                self.report.merge(self.drain.release_holes())
         except Exception:
             log.exception("releasing the lagging timers before those sent out of turn failed")
         for _ in range(5):
@@ -199,9 +203,12 @@ class MinutePoll:
             return
         if not marks:
             return
-        # How far the poller before it released: its furthest mark, and a little past (.redrain)
-        found = (progress_of(marks, shard) for shard in (*self.far, *self.near))
-        self.drain.resumed_marks = {mark for mark in found if mark is not None}
+        # What the pollers before it may have sent: their send bound, else (a poller from before
+        # the bound) their furthest release mark and a little past (.redrain)
+        bound, self.drain.resumed_marks = sent_bounds(marks, (*self.far, *self.near))
+        self.drain.resumed_bound = bound
+        own = (m.sent_to_ms for m in marks if (m.group, m.group_count) == (self.group, self.group_count))
+        self.sent.resumed(max((b for b in own if b is not None), default=None))
         for shard in self.far:
             mark = progress_of(marks, shard)
             if mark is not None:  # and the last seconds before it again (polling.rewatch)
@@ -234,48 +241,11 @@ class MinutePoll:
         return self._read(Lane.FAR, shard, self.far_from.get(shard))
 
     def _read_far_buckets(self, shards: list[int]) -> set[int]:
-        """Read the far buckets side by side (threads of their own: the release pool may still
-        be busy with the minute before); hold their timers in shard order; return the shards
-        whose read failed (retried at each poll).
-
-        One after another, a burst's buckets (5,000 timers in four) took 10 s in local mode on a
-        loaded machine, against a 10 s lead: the release came after the instant. Side by side
-        it takes the longest read, not the sum. Each of the :data:`FAR_READS_AT_ONCE` threads
-        takes the next shard still unread until none is left (a future a shard, 512 of them a
-        minute, cost more CPU than the reads' own work in the store).
-        """
+        """Read the far buckets side by side, hold their timers (:func:`.far_reads.read_far_buckets`);
+        return the shards whose read failed (retried at each poll)."""
         if len(shards) <= 1:
             return {shard for shard in shards if not self._read_far(shard)}
-        unread = deque(shards)
-        reads: dict[int, tuple[list[Timer], None] | tuple[None, Exception]] = {}
-        query, minute, far_from = self.store.query_timers, self.minute, self.far_from
-
-        def read_until_none_left() -> None:
-            while True:
-                try:
-                    shard = unread.popleft()  # (atomic: each shard is taken by one thread)
-                except IndexError:
-                    return
-                try:
-                    reads[shard] = (query(Lane.FAR, minute, shard, far_from.get(shard), None), None)
-                except Exception as exc:
-                    reads[shard] = (None, exc)
-
-        threads = min(len(shards), FAR_READS_AT_ONCE)
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            readers = [pool.submit(read_until_none_left) for _ in range(threads)]
-        for reader in readers:
-            reader.result()  # (what is not an Exception, as a read's own future raised it)
-        failed: set[int] = set()
-        for shard in shards:
-            timers, error = reads[shard]
-            if timers is None:
-                log.error("reading far bucket %s/%s failed; will retry", self.minute, shard, exc_info=error)
-                failed.add(shard)
-                continue
-            self.drain.hold(timers)
-            log.debug("minute %s: far bucket %d read, %d timers", f"{self.minute:%H:%M}", shard, len(timers))
-        return failed
+        return read_far_buckets(self.store, self.minute, shards, self.far_from, self.drain.hold)
 
     def _read(self, lane: Lane, shard: int, from_ms: int | None = None, to_ms: int | None = None) -> bool:
         """Hold the timers of one bucket (or a due range of it); False if the read failed."""
@@ -292,8 +262,13 @@ class MinutePoll:
             return False
 
     def _release_due(self, everything: bool = False) -> None:
+        now_ms = to_ms(self.clock.now())
+        due = self.drain.next_due_ms()
         try:
-            self.report.merge(self.drain.release_due(to_ms(self.clock.now()), everything=everything))
+            bound = max(now_ms, to_ms(self.end)) if everything else now_ms
+            if due is not None and due <= bound and not self._may_send(bound):  # (bounded before sent)
+                raise RuntimeError("the send bound could not be moved on")
+            self.report.merge(self.drain.release_due(now_ms, everything=everything))
         except Exception:
             log.exception("releasing due timers failed; will retry")
             self.clock.sleep(0.2)
@@ -333,7 +308,10 @@ class MinutePoll:
             )
             return
         limit = self.config.catchup_timers_per_slice
-        lagging, past = bool(self.drain.lagging), self.catchup.pending
+        lagging, past = bool(self.drain.lagging) and self._may_send(to_ms(now)), self.catchup.pending
+        if not (lagging or past):  # (the send bound could not be moved on: tried again soon)
+            self.next_catchup = now + timedelta(seconds=self.config.poll_interval_s)
+            return
         if allowed is not None and lagging and past:  # paced, the two take turns (a past
             self._past_turn = not self._past_turn  # minute holds other tenants' slots too)
             lagging, past = not self._past_turn, self._past_turn
@@ -365,7 +343,9 @@ class MinutePoll:
         by_ms = to_ms(now) + int(FATE_MARGIN_S * 1000)
         limit = self.config.catchup_timers_per_slice * MAX_RELEASE_PER_TIMER
         try:
-            report, taken = self.drain.release_urgent(by_ms, limit)
+            report, taken = ReleaseReport(), 0
+            if self.drain.lagging and self._may_send(to_ms(now)):  # (its own minute's urgent ones: lagging)
+                report, taken = self.drain.release_urgent(by_ms, limit)
             self.report.merge(report)
             # (the owed minutes are read ahead only until the minute's own next poll or release)
             ready = self._own_next()
@@ -432,6 +412,17 @@ class MinutePoll:
         except Exception:
             log.exception("writing the progress mark of %s failed", self.minute)
         self.next_mark = now + timedelta(seconds=self.config.progress_interval_s)
+
+    def _may_send(self, due_ms: int) -> bool:
+        """Whether this minute's timers due by ``due_ms`` may be sent (:mod:`.sent_bound`)."""
+        return self.sent.cover(due_ms)
+
+    def _bound_ahead(self) -> None:
+        """Move the send bound on a step before a release needs it: when the next timer due (or a
+        lagging one, due already) comes within a poll interval past it."""
+        due = to_ms(self.clock.now()) if self.drain.lagging else self.drain.next_due_ms()
+        if due is not None and due <= to_ms(self.clock.now()) + int(self.config.poll_interval_s * 1000):
+            self.sent.cover(due)
 
     def _progress_to_keep(self, handled: int) -> bool:
         if handled != self.marked_work:

@@ -94,19 +94,27 @@ def paused_copy(job: Job, timer: Timer, sent_by_ms: int) -> tuple[Job, ReleasePl
     return chain, ReleasePlan(release=[slot], chain=False), rest
 
 
-def sent_by_ms(marks: Iterable[int], held: Iterable[Timer], unmarked_ms: int, now_ms: int) -> int | None:
-    """Until when the poller that wrote a past minute's progress ``marks`` may have been releasing
-    its timers (``held``: those a drain of it read from the marks on). None: no mark, no poller
-    released any of it. A mark a lagging CATCHUP timer held back (it sits just before one: a mark
-    never passes a timer waiting its turn) says nothing of how far its poller went on releasing the
-    minute's on-time timers behind it, maybe to the minute's end: then all of it, ``now_ms``. Else
-    the furthest mark and ``unmarked_ms`` (how long a poller may release past its last mark)."""
+def sent_by_ms(
+    marks: Iterable[int], held: Iterable[Timer], unmarked_ms: int, now_ms: int, bound: int | None = None
+) -> int | None:
+    """Until when the pollers that wrote a past minute's progress may have been releasing its
+    timers. ``bound``: the furthest send bound of those that wrote one (:mod:`.sent_bound`: no
+    timer due after it was sent). ``marks``: the release marks of those that wrote none (a poller
+    from before the bound), and ``held`` the timers a drain of it read from the marks on. None:
+    neither, no poller released any of it.
+
+    A release mark bounds its poller's sends only by belief: a mark a lagging CATCHUP timer held
+    back (it sits just before one: a mark never passes a timer waiting its turn) says nothing of
+    how far its poller went on releasing the minute's on-time timers behind it, maybe to the
+    minute's end: then all of it, ``now_ms``. Else the furthest mark and ``unmarked_ms`` (how long a
+    poller may release past its last mark)."""
     through = set(marks)
-    if not through:
-        return None
+    found = [] if bound is None else [bound]
     if any(timer.kind is TimerKind.CATCHUP and timer.due_ms - 1 in through for timer in held):
-        return now_ms
-    return min(now_ms, max(through) + unmarked_ms)
+        found.append(now_ms)
+    elif through:
+        found.append(max(through) + unmarked_ms)
+    return min(now_ms, max(found)) if found else None
 
 
 __all__ = ["keep_maybe_sent", "paused_copy", "sent_by_ms"]

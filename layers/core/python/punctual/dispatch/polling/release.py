@@ -63,6 +63,7 @@ from punctual.dispatch.load_forecast import MinuteTally, chain_forecast, on_ecs_
 from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
+from punctual.dispatch.polling.job_reads import read_jobs
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, PARK_GAVE_UP, Pauses, owing_by_resume
 from punctual.dispatch.polling.redrain import keep_maybe_sent, paused_copy
 from punctual.dispatch.polling.resend import ResendWatch
@@ -135,6 +136,17 @@ def release_chunks(timers: Sequence[Timer]) -> list[Sequence[Timer]]:
     ``HEAD_CHUNK``, then chunks of ``CHUNK``."""
     head, rest = timers[:HEAD_CHUNK], timers[HEAD_CHUNK:]
     return [head, *(rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK))] if head else []
+
+
+class ReleaseFailed(Exception):
+    """A release that failed once it had sent some of its slots: ``sent``, the timers whose slots
+    it may have sent. Its caller takes them again as maybe sent by then (:mod:`.redrain`), not
+    judged late again: their messages wait in the queues (QA33: a retry 62 s on recorded MISSED
+    176 slots sent on time, whose next timers' write had failed after the sends)."""
+
+    def __init__(self, sent: Sequence[Timer]) -> None:
+        super().__init__(f"a release failed after it sent the slots of {len(sent)} timer(s)")
+        self.sent = list(sent)
 
 
 @dataclass
@@ -276,8 +288,16 @@ class SlotReleaser:
             self.pool.submit(self._release_chunk, chunk, uncertain, index, sent_by_ms=sent_by)
             for index, chunk in enumerate(chunks[1:], start=1)
         ]
-        for future in futures:
-            report.merge(future.result())
+        sent, failure = list(chunks[0]), None  # (every chunk is waited for: what each sent is known)
+        for chunk, future in zip(chunks[1:], futures, strict=True):
+            try:
+                report.merge(future.result())
+                sent.extend(chunk)
+            except Exception as exc:
+                sent.extend(exc.sent if isinstance(exc, ReleaseFailed) else ())
+                failure = failure or exc
+        if failure is not None:
+            raise ReleaseFailed(sent) from failure
         self.notifier.flush()  # the rate budget overruns' events
         self._record(report)
         return report
@@ -342,27 +362,38 @@ class SlotReleaser:
                 if timer.kind is TimerKind.BACKFILL:
                     report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
 
-        # Send first, next timers second: see the module docstring.
-        for queue, messages in out.messages.items():
-            if messages:
-                self._send(queue, messages, in_order)
-                self.watch.sent(queue, messages, now)
-                report.released += len(messages)
-        log.debug(
-            "chunk %d: %d messages sent %.0f ms after it began", index, report.released, self._ms_since(now)
-        )
-        report.fire_delays_ms.extend(out.delays_ms)
-        if out.next_timers:
-            self.store.put_timers(out.next_timers)
-        if out.forecast:
-            self._forecast(out.forecast.loads())
-        report.skipped += self.unrun.record_missed(out.missed, jobs)
-        report.excluded += self.unrun.record_excluded(out.excluded, jobs)
-        for job in out.completions:  # last slots no message carries (recorded MISSED or EXCLUDED)
-            report.completed += complete_unsent(self.store, job, self.clock, self.metrics)
+        went: set[tuple[str, str]] = set()  # (tenant, job) of every message a request took
+        try:  # (a failure once something was sent says what may have gone: ReleaseFailed)
+            # Send first, next timers second: see the module docstring.
+            for queue, messages in out.messages.items():
+                if messages:
+                    self._send(queue, messages, in_order, went)
+                    self.watch.sent(queue, messages, now)
+                    report.released += len(messages)
+            log.debug(
+                "chunk %d: %d messages sent %.0f ms after it began",
+                index,
+                report.released,
+                self._ms_since(now),
+            )
+            report.fire_delays_ms.extend(out.delays_ms)
+            if out.next_timers:
+                self.store.put_timers(out.next_timers)
+            if out.forecast:
+                self._forecast(out.forecast.loads())
+            report.skipped += self.unrun.record_missed(out.missed, jobs)
+            report.excluded += self.unrun.record_excluded(out.excluded, jobs)
+            for job in out.completions:  # last slots no message carries (recorded MISSED or EXCLUDED)
+                report.completed += complete_unsent(self.store, job, self.clock, self.metrics)
+        except Exception as exc:
+            if went:
+                raise ReleaseFailed([t for t in timers if (t.tenant, t.job_id) in went]) from exc
+            raise
         return report
 
-    def _send(self, queue: str, messages: list[DispatchMessage], in_order: bool) -> None:
+    def _send(
+        self, queue: str, messages: list[DispatchMessage], in_order: bool, went: set[tuple[str, str]]
+    ) -> None:
         """Send ``messages`` to ``queue``; ``in_order``: one request of ten after another, so that
         they enter the FIFO queue in their order (the port sends a larger list's requests side by
         side, in any order). A burst's first chunk goes so: the slots of every tenant at the
@@ -370,47 +401,19 @@ class SlotReleaser:
         random tenth of the chunk's (measured in local mode: the small tenant's last slot of 20
         arrived after 90 of the burst's, in the third round of the workers' batches). It costs
         the chunk its requests' latency ten times over (tens of milliseconds in AWS), once per
-        burst."""
+        burst. ``went``: the (tenant, job) of each message a request took, added as each returns (a
+        request that fails may have taken some: taken as not sent, their catch-up policy decides)."""
         step = SQS_BATCH_MAX if in_order else len(messages)
         for start in range(0, len(messages), step):
-            self.queues.send(queue, messages[start : start + step])
+            self.queues.send(queue, sent := messages[start : start + step])
+            went.update((m.tenant, m.job_id) for m in sent)
 
     def _ms_since(self, began: datetime) -> float:
         return (self.clock.now() - began).total_seconds() * 1000
 
     def read_jobs(self, timers: Sequence[Timer]) -> dict[tuple[str, str], Job]:
-        """The timers' jobs: read eventually consistently, and again strongly for every timer the
-        first read would call stale.
-
-        An eventually consistent read (half the cost) may answer a job as it was a moment ago:
-        missing when it was just created, at its previous version when it was just resumed or
-        replaced. Nothing is dropped on that answer alone: a job missing, not ENABLED, or at
-        another version than its fire timer is read again strongly consistently, and only that
-        answer decides. A job paused or replaced a moment ago may still release one more slot of
-        the old version (the read is never ahead), which the worker's claim checks again.
-        """
-        keys = {(t.tenant, t.job_id) for t in timers}
-        jobs = self.store.batch_get_jobs(keys, consistent=False)
-        doubtful = {
-            (t.tenant, t.job_id) for t in timers if not self._current_for(t, jobs.get((t.tenant, t.job_id)))
-        }
-        if doubtful:
-            fresh = self.store.batch_get_jobs(doubtful, consistent=True)
-            for key in doubtful:
-                if key in fresh:
-                    jobs[key] = fresh[key]
-                else:
-                    jobs.pop(key, None)
-        return jobs
-
-    @staticmethod
-    def _current_for(timer: Timer, job: Job | None) -> bool:
-        """Whether ``job``, as read, lets ``timer`` go ahead (False: the timer would be dropped)."""
-        if job is None:
-            return False
-        if timer.kind in CHAIN_KINDS:
-            return job.state is _ENABLED and job.version == timer.job_version
-        return job.state is not JobState.DELETED
+        """The timers' jobs (:func:`.job_reads.read_jobs`: nothing dropped on a read that may be behind)."""
+        return read_jobs(self.store, timers)
 
     def _plan_outgoing(
         self,

@@ -497,6 +497,15 @@ def advance_progress(through_ms: int, expires_at: int) -> Expression:
     )
 
 
+def advance_sent_bound(sent_to_ms: int, expires_at: int) -> Expression:
+    """Move a progress item's send bound (:mod:`punctual.store.progress`) forward; never back."""
+    return Expression(
+        update="SET sent_to_ms = :s, expires_at = :e",
+        condition="attribute_not_exists(sent_to_ms) OR sent_to_ms < :s",
+        values={":s": _n(sent_to_ms), ":e": _n(expires_at)},
+    )
+
+
 # ------------------------------------------------------------- executions and turns
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -287,17 +287,30 @@ class DynamoTimers(DynamoBase, TimerRepository):
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
 
-    # Progress marks: one small item per (minute, shard group), ``progress#<minute>`` /
-    # ``<group>/<group_count>``, holding ``through_ms``; a conditional update never moves it
-    # back. A poller reads its minute's marks once when it starts (one Query).
+    # Progress marks (punctual.store.progress): one small item per (minute, shard group),
+    # ``progress#<minute>`` / ``<group>/<group_count>``, holding ``through_ms`` and ``sent_to_ms``;
+    # a conditional update never moves either back. A poller reads its minute's marks once when it
+    # starts (one Query).
 
     def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
+        self._advance_progress(
+            minute, group, group_count, lambda expires: schema.advance_progress(through_ms, expires)
+        )
+
+    def put_sent_bound(self, minute: datetime, group: int, group_count: int, sent_to_ms: int) -> None:
+        self._advance_progress(
+            minute, group, group_count, lambda expires: schema.advance_sent_bound(sent_to_ms, expires)
+        )
+
+    def _advance_progress(
+        self, minute: datetime, group: int, group_count: int, move: Callable[[int], schema.Expression]
+    ) -> None:
         expires = int(minute.timestamp()) + TTL_AFTER_DUE_S
         try:
             self.client.update_item(
                 TableName=self.table,
                 Key=schema.progress_key(minute, group, group_count, self.marks_scope),
-                **schema.advance_progress(through_ms, expires).fields(),
+                **move(expires).fields(),
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
@@ -314,7 +327,15 @@ class DynamoTimers(DynamoBase, TimerRepository):
             reply = self.client.query(**request)
             for item in reply.get("Items", []):
                 group, _, count = item["sk"]["S"].partition("/")
-                marks.append(ProgressMark(int(group), int(count), int(item["through_ms"]["N"])))
+                through, sent_to = item.get("through_ms"), item.get("sent_to_ms")
+                marks.append(
+                    ProgressMark(
+                        int(group),
+                        int(count),
+                        None if through is None else int(through["N"]),
+                        None if sent_to is None else int(sent_to["N"]),
+                    )
+                )
             last = reply.get("LastEvaluatedKey")
             if not last:
                 return marks

@@ -58,6 +58,7 @@ class MemoryBase:
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
         self._watermarks: dict[tuple[str, Lane, int], datetime] = {}  # (scope, lane, shard)
         self._progress: dict[tuple[str, str, int, int], int] = {}  # (scope, minute, group, count)
+        self._sent_bounds: dict[tuple[str, str, int, int], int] = {}  # the same keys: sends' bounds
         self._turns: dict[tuple[str, str], Turn] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
         self._expires_at: dict[tuple[str, ...], int] = {}  # an execution's or alert's key -> its TTL

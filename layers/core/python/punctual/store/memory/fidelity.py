@@ -213,6 +213,7 @@ OTHER_OPERATIONS = frozenset(
         "get_watermarks",
         "advance_watermarks",
         "put_progress",
+        "put_sent_bound",
         "get_progress",
         "take_turn",
         "wait_for_turn",

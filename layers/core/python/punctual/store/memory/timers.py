@@ -67,11 +67,17 @@ class MemoryTimers(MemoryBase, TimerRepository):
             key = (self.marks_scope, minute_key(minute), group, group_count)
             self._progress[key] = max(self._progress.get(key, through_ms), through_ms)
 
+    def put_sent_bound(self, minute: datetime, group: int, group_count: int, sent_to_ms: int) -> None:
+        with self._lock:
+            key = (self.marks_scope, minute_key(minute), group, group_count)
+            self._sent_bounds[key] = max(self._sent_bounds.get(key, sent_to_ms), sent_to_ms)
+
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
         wanted = (self.marks_scope, minute_key(minute))
         with self._lock:
+            keys = [key for key in (*self._progress, *self._sent_bounds) if key[:2] == wanted]
             return [
-                ProgressMark(group, count, through)
-                for (scope, key, group, count), through in self._progress.items()
-                if (scope, key) == wanted
+                ProgressMark(group, count, self._progress.get(key), self._sent_bounds.get(key))
+                for key in dict.fromkeys(keys)
+                for (_, _, group, count) in (key,)
             ]
