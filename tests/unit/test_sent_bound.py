@@ -167,3 +167,35 @@ def test_slots_whose_sends_failed_keep_their_policy_when_the_retry_goes_through(
     (fates,) = _scene("rate(1 hour)", {"policy": "none"}, [(5, 300)], [0, 1, 2, 3], None, 2.0)
     # Then the retry 62 s on knows none was sent: catch-up `none` records them MISSED, none runs
     assert (fates.ran, fates.missed, fates.entries) == (0, 300, 0), fates
+
+
+def test_slots_a_request_took_before_it_failed_are_not_judged_late_again_by_the_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the same jobs, the queue until 12:01:07 taking half of each send of more than ten
+    # messages and then failing it, saying which it took (SqsQueues sends its requests of ten side
+    # by side: one throttled past its retries fails the send after the others went); workers
+    # claiming 2 a second
+    import simulation
+    from punctual.dispatch.sqs_send import SendFailed
+
+    real_send = simulation.RecordingQueues.send
+    taken: set[str] = set()
+
+    def send(self: Any, queue_url: str, messages: Any) -> Any:
+        if self.base.now() >= T + timedelta(seconds=67):
+            return real_send(self, queue_url, messages)
+        went = list(messages)[: len(messages) // 2] if len(messages) > 10 else list(messages)
+        real_send(self, queue_url, went)
+        taken.update(message.job_id for message in went)
+        if len(went) < len(messages):
+            raise SendFailed("SQS throttled the rest", went)
+
+    monkeypatch.setattr(simulation.RecordingQueues, "send", send)
+    (fates,) = _scene("rate(1 hour)", {"policy": "none"}, [(5, 300)], [0, 1, 2, 3], None, 2.0)
+    # Then the slots whose messages went run, each once (a retry 62 s on judged them late again,
+    # recorded them MISSED, and the workers dropped their messages); those never sent keep their
+    # policy: MISSED
+    assert taken, "the failing requests took none"
+    assert (fates.missed_sent_on_time, fates.ran) == (0, len(taken)), fates
+    assert fates.missed == 300 - len(taken), fates

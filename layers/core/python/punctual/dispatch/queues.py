@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, dataclass, field
@@ -20,7 +18,6 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
 from pydantic_core import from_json, to_json
 
 from punctual.models import Job, Overlap, Runtime
@@ -498,7 +495,8 @@ class Received:
 
 class QueuePort(Protocol):
     def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
-        """Send every message (batches of ten, failed entries retried); raise if any cannot be sent."""
+        """Send every message (batches of ten, failed entries retried); raise if any cannot be sent
+        (:class:`punctual.dispatch.sqs_send.SendFailed` saying which may have gone, if it knows)."""
         ...
 
     def receive(
@@ -516,10 +514,6 @@ class QueuePort(Protocol):
         one figure for all, or each receipt's own: an entry of SQS's batch has its own); returns
         the receipts that could not be changed (deleted meanwhile, or stale)."""
         ...
-
-
-def _sleep_backoff(round_no: int) -> None:
-    time.sleep(random.uniform(0, min(2.0, 0.02 * (2**round_no))))
 
 
 class SqsQueues:
@@ -543,47 +537,18 @@ class SqsQueues:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sqs-send")
 
     def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
+        """Send ``messages`` in requests of ten side by side; raises :class:`.sqs_send.SendFailed`
+        with those SQS may have taken if any cannot be sent."""
+        from punctual.dispatch.sqs_send import send_batch, send_batches
+
         signer = self.signer
         if signer is not None:
             messages = [signer.sign(message) for message in messages]
         batches = [messages[i : i + SQS_BATCH_MAX] for i in range(0, len(messages), SQS_BATCH_MAX)]
-        if len(batches) <= 1:
-            for batch in batches:
-                self._send_batch(queue_url, batch)
-            return
-        for future in [self._pool.submit(self._send_batch, queue_url, b) for b in batches]:
-            future.result()
-
-    def _send_batch(self, queue_url: str, batch: Sequence[DispatchMessage]) -> None:
-        pending = {str(i): message for i, message in enumerate(batch)}
-        for round_no in range(self.max_rounds):
-            entries = [
-                {
-                    "Id": entry_id,
-                    "MessageBody": message.to_body(),
-                    "MessageGroupId": message.group_id,
-                    "MessageDeduplicationId": message.dedup_id,
-                }
-                for entry_id, message in pending.items()
-            ]
-            try:
-                reply = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] not in THROTTLE_CODES:
-                    raise
-                _sleep_backoff(round_no)
-                continue
-            failed = reply.get("Failed", [])
-            permanent = [f for f in failed if f.get("SenderFault") and f.get("Code") not in THROTTLE_CODES]
-            if permanent:
-                raise RuntimeError(
-                    f"SQS refused a message: {permanent[0].get('Code')}: {permanent[0].get('Message')}"
-                )
-            pending = {f["Id"]: pending[f["Id"]] for f in failed}
-            if not pending:
-                return
-            _sleep_backoff(round_no)
-        raise RuntimeError(f"{len(pending)} messages could not be sent after {self.max_rounds} rounds")
+        client, rounds = self.client, self.max_rounds
+        send_batches(
+            lambda batch: send_batch(client, queue_url, batch, rounds, THROTTLE_CODES), self._pool, batches
+        )
 
     def receive(self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int) -> list[Received]:
         client = self.poll_client() if wait_s > 0 and self.poll_client is not None else self.client
