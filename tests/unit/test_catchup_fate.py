@@ -255,8 +255,10 @@ class _Releaser:
 
     def __init__(self) -> None:
         from punctual.dispatch.polling import PollerConfig
+        from punctual.runtime.clock import ManualClock
 
         self.config = PollerConfig()
+        self.clock = ManualClock(datetime(2026, 12, 1, tzinfo=UTC))  # (a failed release's instant)
         self.failing = True
         self.sent: list[Any] = []
 
