@@ -264,13 +264,17 @@ class MinuteDrain:
             certain = [t for t in wanted if t.due_ms > uncertain_ms and id(t) not in failed]
             report.merge(self.releaser.release(certain))
             went.extend(certain)
-            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms or id(t) in failed]
-            if uncertain and (self.resumed_marks or self.resumed_bound is not None):
+            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms and id(t) not in failed]
+            again = [t for t in wanted if id(t) in failed]  # (each judged by its own maybe-sent instant)
+            if (uncertain or again) and (self.resumed_marks or self.resumed_bound is not None):
                 self._sent_by_from_marks()
             sent_by = self.sent_by_ms
-            if failed and (again := [failed[id(t)] for t in uncertain if id(t) in failed]):
-                sent_by = max(again) if sent_by is None else max(sent_by, *again)
             report.merge(self.releaser.release(uncertain, uncertain=True, sent_by_ms=sent_by))
+            went.extend(uncertain)
+            if again:  # a failed release's: maybe sent by its failure, not the earlier poller's slots
+                failed_by = max(failed[id(t)] for t in again)  # (those stay by that poller's bound)
+                failed_by = failed_by if sent_by is None else max(sent_by, failed_by)
+                report.merge(self.releaser.release(again, uncertain=True, sent_by_ms=failed_by))
         except Exception as exc:
             failed_ms = to_ms(self.releaser.clock.now())
             for timer in [*went, *(exc.sent if isinstance(exc, ReleaseFailed) else ())]:
