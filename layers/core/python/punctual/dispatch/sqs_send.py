@@ -4,10 +4,12 @@ A send of more than ten messages is several requests side by side, and a request
 succeed or fail one by one: a send that fails may have put some of its messages in the queue.
 Those wait there for a worker, and the poller must not judge their slots late again when it
 retries (:class:`punctual.dispatch.polling.release.ReleaseFailed`): a slot recorded MISSED over
-its own message is dropped at the claim, a run lost. So a failed send raises :class:`SendFailed`
-with every message SQS may have taken: the entries it acknowledged, and those of a request that
-got no answer (a timeout, a connection dropped: taken or not, no one knows). An entry SQS
-answered with an error, or a request it refused whole, was not taken.
+its own message is dropped at the claim, a run lost. So a failed send says (:func:`maybe_sent`)
+every message SQS may have taken: the entries it acknowledged, and those of a request that got
+no answer (a timeout, a connection dropped: taken or not, no one knows). An entry SQS answered
+with an error, or a request it refused whole, was not taken. The error raised is the client's own
+(a ClientError, a timeout: the API answers them 503/504) or :class:`SendFailed` (entries refused,
+retries spent), the messages attached to it.
 """
 
 from __future__ import annotations
@@ -33,12 +35,29 @@ class DispatchMessage(Protocol):
     def to_body(self) -> str: ...
 
 
+_SENT = "punctual_maybe_sent"  # the attribute of a send's error naming what may have gone
+
+
+def maybe_sent(exc: BaseException) -> list[Any]:
+    """The messages a failed send says SQS may have taken (none when it says nothing)."""
+    return list(getattr(exc, _SENT, ()))
+
+
+def _saying(exc: BaseException, sent: Sequence[DispatchMessage]) -> BaseException:
+    setattr(exc, _SENT, list(sent))
+    return exc
+
+
 class SendFailed(RuntimeError):
-    """A send that failed; ``sent``: the messages SQS may have taken before it did."""
+    """A send SQS refused entries of (for good, or past the retries); ``sent``: what it took."""
 
     def __init__(self, reason: str, sent: Sequence[DispatchMessage]) -> None:
         super().__init__(reason)
-        self.sent: list[Any] = list(sent)  # (the caller's own messages: DispatchMessage)
+        _saying(self, sent)
+
+    @property
+    def sent(self) -> list[Any]:
+        return maybe_sent(self)
 
 
 def _sleep_backoff(round_no: int) -> None:
@@ -69,11 +88,13 @@ def send_batch(
             reply = client.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except ClientError as exc:  # (answered: none of this request's entries was taken)
             if exc.response["Error"]["Code"] not in throttled:
-                raise SendFailed(str(exc), taken) from exc
+                _saying(exc, taken)
+                raise
             _sleep_backoff(round_no)
             continue
         except Exception as exc:  # no answer: the request may have been taken
-            raise SendFailed(str(exc), [*taken, *pending.values()]) from exc
+            _saying(exc, [*taken, *pending.values()])
+            raise
         failed = reply.get("Failed", [])
         refused = {f["Id"] for f in failed}
         taken.extend(message for entry_id, message in pending.items() if entry_id not in refused)
@@ -95,7 +116,7 @@ def send_batches(
     batches: Sequence[Sequence[DispatchMessage]],
 ) -> None:
     """Send ``batches`` side by side (one alone in this thread), each waited for; on failure raise
-    :class:`SendFailed` with what every one of them may have sent."""
+    the first error, saying what every one of them may have sent (:func:`maybe_sent`)."""
     if len(batches) <= 1:
         for batch in batches:
             send_one(batch)
@@ -108,10 +129,10 @@ def send_batches(
             future.result()
             sent.extend(batch)
         except Exception as exc:
-            sent.extend(exc.sent if isinstance(exc, SendFailed) else ())  # (else: before a request)
+            sent.extend(maybe_sent(exc))  # (none said: it failed before a request)
             failure = failure or exc
     if failure is not None:
-        raise SendFailed(str(failure), sent) from failure
+        raise _saying(failure, sent)
 
 
-__all__ = ["SendFailed", "send_batch", "send_batches"]
+__all__ = ["SendFailed", "maybe_sent", "send_batch", "send_batches"]

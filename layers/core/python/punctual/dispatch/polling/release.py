@@ -85,7 +85,7 @@ from punctual.dispatch.queues import (
     spec_of,
 )
 from punctual.dispatch.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.dispatch.sqs_send import SendFailed
+from punctual.dispatch.sqs_send import maybe_sent
 from punctual.execution.completion import complete_unsent
 from punctual.execution.relinks import relink_message
 from punctual.models import Execution, ExecutionStatus, Job, JobState
@@ -403,14 +403,14 @@ class SlotReleaser:
         arrived after 90 of the burst's, in the third round of the workers' batches). It costs
         the chunk its requests' latency ten times over (tens of milliseconds in AWS), once per
         burst. ``went``: the (tenant, job) of each message a send took, added as each returns, and
-        of those a failed send says it may have taken (:class:`.sqs_send.SendFailed`: they wait in
+        of those a failed send says it may have taken (:func:`.sqs_send.maybe_sent`: they wait in
         the queue, and must not be judged late again by the retry); any other failure took none."""
         step = SQS_BATCH_MAX if in_order else len(messages)
         for start in range(0, len(messages), step):
             try:
                 self.queues.send(queue, sent := messages[start : start + step])
-            except SendFailed as exc:
-                went.update((m.tenant, m.job_id) for m in exc.sent)
+            except Exception as exc:
+                went.update((m.tenant, m.job_id) for m in maybe_sent(exc))
                 raise
             went.update((m.tenant, m.job_id) for m in sent)
 
