@@ -15,6 +15,7 @@ import pytest
 from punctual.dispatch.polling.drain import MinuteDrain
 from punctual.dispatch.polling.release import ReleaseFailed, ReleaseReport
 from punctual.runtime.clock import ManualClock
+from punctual.store.progress import ProgressMark
 from punctual.timing.timers import TimerKind, TimerLayout, slot_key, to_ms
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -65,7 +66,7 @@ def test_a_retry_takes_what_the_failed_release_sent_apart_from_what_an_earlier_p
     # sent) and one due 12:00:22, whose release at 12:00:25 fails after its send
     releaser = _Releaser(fail_once="b")
     drain = MinuteDrain(releaser, uncertain_through_ms=_ms(20))  # type: ignore[arg-type]
-    drain.resumed_bound = _ms(10)
+    drain.resume([ProgressMark(0, 1, None, _ms(10))], unmarked_ms=9000)
     drain.hold([_timer("a", 15), _timer("b", 22)])
     with pytest.raises(ReleaseFailed):
         drain.release_due(_ms(25))
@@ -78,3 +79,23 @@ def test_a_retry_takes_what_the_failed_release_sent_apart_from_what_an_earlier_p
     assert (["a"], True, _ms(10)) in retry, releaser.calls
     assert (["b"], True, _ms(25)) in retry, releaser.calls
     assert not drain.heap and not drain.failed_at
+
+
+def test_each_shard_is_judged_by_the_bound_of_the_group_that_covered_it() -> None:
+    # Given a past minute released by two shard groups (of two) whose pollers bounded their sends
+    # at 12:00:59.999 (group 0, alive to the end) and 12:00:10 (group 1, dead early), drained by a
+    # poller of another grouping whose shards span both, at 12:01:20
+    releaser = _Releaser(fail_once="none")
+    drain = MinuteDrain(releaser, uncertain_through_ms=_ms(80))  # type: ignore[arg-type]
+    drain.resume([ProgressMark(0, 2, _ms(50), _ms(59.999)), ProgressMark(1, 2, _ms(8), _ms(10))], 9000)
+    timers = [_timer(f"job-{i}", 30) for i in range(40)]
+    even = {t.job_id for t in timers if t.shard % 2 == 0}
+    odd = {t.job_id for t in timers if t.shard % 2 == 1}
+    assert even and odd  # (both groups' shards among them)
+    drain.hold(timers)
+    drain.release_due(_ms(80))
+    # Then the timers of group 0's shards are maybe sent by its bound, those of group 1's by its
+    # own (before they were due: never sent, their policy decides), not by the furthest of the two
+    sent_by = {job: at for jobs, _, at in releaser.calls for job in jobs}
+    assert {sent_by[job] for job in even} == {_ms(59.999)}, releaser.calls
+    assert {sent_by[job] for job in odd} == {_ms(10)}, releaser.calls

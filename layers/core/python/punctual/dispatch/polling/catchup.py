@@ -24,11 +24,9 @@ from datetime import datetime, timedelta
 
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
-from punctual.dispatch.polling.redrain import sent_by_ms
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
 from punctual.dispatch.polling.sent_bound import SentBound
 from punctual.store.base import JobStore, progress_of
-from punctual.store.progress import sent_bounds
 from punctual.timing.timers import Lane, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
@@ -221,6 +219,7 @@ class CatchUp:
                 continue
             marks = self.store.get_progress(minute)
             drain = MinuteDrain(self.releaser, uncertain_through_ms=to_ms(now))
+            drain.resume(marks, self.config.unmarked_ms)  # (what the pollers before may have sent: .redrain)
             opened = self.ahead[-1] if self.ahead else self.open
             if opened is not None:  # (read ahead: a chain's timers in two minutes are one chain)
                 drain.newest_seen, drain.newest_released = (
@@ -234,10 +233,6 @@ class CatchUp:
                     back = far_back - 1 if lane is Lane.FAR else near_back  # polling.rewatch
                     start = None if mark is None else mark - back
                     drain.hold(self.store.query_timers(lane, minute, shard, from_ms=start))
-            held = (entry[4] for entry in drain.heap)
-            # What the pollers before may have sent of it: their send bounds, else their release marks
-            bound, unbounded = sent_bounds(marks, [shard for shards in owed.values() for shard in shards])
-            drain.sent_by_ms = sent_by_ms(unbounded, held, self.config.unmarked_ms, to_ms(now), bound)
             drain.take_turns()  # released in slices: one tenant's burst does not fill them all
             self.cursor = minute + _MINUTE
             log.info("catching up minute %s: %d timers", f"{minute:%H:%M}", len(drain))

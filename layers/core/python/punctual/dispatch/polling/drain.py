@@ -30,6 +30,7 @@ from punctual.dispatch.polling.fate_lines import FateIndex
 from punctual.dispatch.polling.redrain import sent_by_ms
 from punctual.dispatch.polling.release import ReleaseFailed, ReleaseReport, SlotReleaser
 from punctual.dispatch.polling.rewatch import watch_earlier_sends
+from punctual.store.progress import ProgressMark, sent_bounds
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, to_ms
 
 ChainKey = tuple[str, str, int]  # (tenant, job, version)
@@ -59,15 +60,15 @@ class MinuteDrain:
         self.defer_catchup = defer_catchup
         self.lagging: deque[Timer] = deque()  # CATCHUP timers due, in due order, waiting their turn
         self.uncertain_through_ms = uncertain_through_ms
-        # Until when an earlier poller may have been releasing these timers (None: none did):
-        # a slot it may have sent in time is not judged late again (:mod:`.redrain`)
-        self.sent_by_ms: int | None = None
-        # A restart's progress marks (its minute's, read on resuming), and the CATCHUP timers held
-        # just after one (a mark they held back): sent_by_ms is worked out from them at each
-        # uncertain release, a read that failed at first held later
-        self.resumed_marks: set[int] = set()
+        # The progress items of the minute an earlier poller released (a restart's, a past minute's
+        # drain; none: no poller released any of it), and the CATCHUP timers held just after a
+        # release mark (it held the mark back): until when an earlier poller may have sent each
+        # shard's timers is worked out from them (:meth:`sent_by_for`), and a slot it may have sent
+        # in time is not judged late again (:mod:`.redrain`)
+        self.progress: list[ProgressMark] = []
+        self.unmarked_ms = 0
+        self.resumed_marks: set[int] = set()  # (their release marks)
         self.held_back: list[Timer] = []
-        self.resumed_bound: int | None = None  # the furthest send bound read (.sent_bound)
         # Timers whose slots a release of this drain sent before it failed (by id: when it failed):
         # they go again as uncertain ones, their slots maybe sent by then (.redrain), not judged
         # late again over a message a worker has yet to take (release.ReleaseFailed)
@@ -237,18 +238,47 @@ class MinuteDrain:
         self.out_of_turn_ms = None
         return report
 
-    def _sent_by_from_marks(self) -> None:
-        """Until when the poller this one restarts may have been releasing (at each uncertain release,
-        a CATCHUP timer held back a mark maybe read late): from its furthest
-        progress mark, as a drain of a dead poller's minute takes it (:func:`.redrain.sent_by_ms`),
-        not the restart's instant: the one before may have died long before (QA: catch-up
-        ``none`` slots due 20 s after its last mark, never sent, pollers down until 100 s after
-        them, were run by the restart as copies of messages that never were)."""
+    def resume(self, marks: Iterable[ProgressMark], unmarked_ms: int) -> None:
+        """Release what an earlier poller may have released: its minute's progress ``marks`` (read
+        before this drain holds any timer), ``unmarked_ms`` how long a poller from before the send
+        bound may have released past a release mark."""
+        self.progress = list(marks)
+        self.unmarked_ms = unmarked_ms
+        self.resumed_marks = {m.through_ms for m in self.progress if m.through_ms is not None}
+
+    def sent_by_for(self, shard: int) -> int | None:
+        """Until when the pollers this one resumes may have sent ``shard``'s timers (None: no
+        poller released any): the send bound of the groups covering it, else their release mark
+        and a little past (:func:`.redrain.sent_by_ms`), never past this drain's start: a poller
+        may have died long before (QA: catch-up ``none`` slots due 20 s after its last mark, never
+        sent, pollers down until 100 s after them, were run by a restart as copies of messages that
+        never were). Per shard: a minute regrouped since (a catch-up by a poller of another
+        grouping) covers shards of several groups, one of which may have died early (review of
+        5895eec2: one bound for all of them took its never-sent slots for maybe sent)."""
         now_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else 0
-        unmarked_ms = self.releaser.config.unmarked_ms
-        self.sent_by_ms = sent_by_ms(
-            self.resumed_marks, self.held_back, unmarked_ms, now_ms, self.resumed_bound
-        )
+        bound, unbounded = sent_bounds(self.progress, [shard])
+        held = [timer for timer in self.held_back if timer.shard == shard]
+        return sent_by_ms(unbounded, held, self.unmarked_ms, now_ms, bound)
+
+    def _release_uncertain(
+        self, timers: list[Timer], failed_at: dict[int, int], went: list[Timer]
+    ) -> ReleaseReport:
+        """Release ``timers`` an earlier poller (or a release of this drain that failed, by when:
+        ``failed_at``) may have released, in one release per instant they may have been sent by."""
+        report = ReleaseReport()
+        by_shard: dict[int, int | None] = {}
+        batches: dict[int | None, list[Timer]] = {}
+        for timer in timers:
+            if timer.shard not in by_shard:
+                by_shard[timer.shard] = self.sent_by_for(timer.shard)
+            sent_by, failed = by_shard[timer.shard], failed_at.get(id(timer))
+            if failed is not None:  # a failed release's: maybe sent by its failure (or by the earlier poller)
+                sent_by = failed if sent_by is None else max(sent_by, failed)
+            batches.setdefault(sent_by, []).append(timer)
+        for sent_by, batch in batches.items():
+            report.merge(self.releaser.release(batch, uncertain=True, sent_by_ms=sent_by))
+            went.extend(batch)
+        return report
 
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:
@@ -264,17 +294,9 @@ class MinuteDrain:
             certain = [t for t in wanted if t.due_ms > uncertain_ms and id(t) not in failed]
             report.merge(self.releaser.release(certain))
             went.extend(certain)
-            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms and id(t) not in failed]
-            again = [t for t in wanted if id(t) in failed]  # (each judged by its own maybe-sent instant)
-            if (uncertain or again) and (self.resumed_marks or self.resumed_bound is not None):
-                self._sent_by_from_marks()
-            sent_by = self.sent_by_ms
-            report.merge(self.releaser.release(uncertain, uncertain=True, sent_by_ms=sent_by))
-            went.extend(uncertain)
-            if again:  # a failed release's: maybe sent by its failure, not the earlier poller's slots
-                failed_by = max(failed[id(t)] for t in again)  # (those stay by that poller's bound)
-                failed_by = failed_by if sent_by is None else max(sent_by, failed_by)
-                report.merge(self.releaser.release(again, uncertain=True, sent_by_ms=failed_by))
+            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms or id(t) in failed]
+            if uncertain:
+                report.merge(self._release_uncertain(uncertain, failed, went))
         except Exception as exc:
             failed_ms = to_ms(self.releaser.clock.now())
             for timer in [*went, *(exc.sent if isinstance(exc, ReleaseFailed) else ())]:

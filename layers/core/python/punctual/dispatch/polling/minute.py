@@ -36,7 +36,6 @@ from punctual.dispatch.polling.sent_bound import SentBound
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import JobStore, progress_of
-from punctual.store.progress import sent_bounds
 from punctual.timing.slots import MAX_RELEASE_PER_TIMER
 from punctual.timing.timers import Lane, from_ms, to_ms
 
@@ -205,8 +204,7 @@ class MinutePoll:
             return
         # What the pollers before it may have sent: their send bound, else (a poller from before
         # the bound) their furthest release mark and a little past (.redrain)
-        bound, self.drain.resumed_marks = sent_bounds(marks, (*self.far, *self.near))
-        self.drain.resumed_bound = bound
+        self.drain.resume(marks, self.config.unmarked_ms)
         own = (m.sent_to_ms for m in marks if (m.group, m.group_count) == (self.group, self.group_count))
         self.sent.resumed(max((b for b in own if b is not None), default=None))
         for shard in self.far:
