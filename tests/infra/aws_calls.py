@@ -46,6 +46,9 @@ AWS_FUNCTIONS: tuple[tuple[str, str, str, str], ...] = (
     ),  # execution and target roles
     ("security/message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
 )
+# Module functions an adapter's methods call by name with its client: their client calls are the
+# method's (SqsQueues.send sends each request of ten through sqs_send.send_batch).
+ADAPTER_HELPERS: dict[str, str] = {"send_batch": "dispatch/sqs_send.py"}
 # Permissions a call needs besides its own action: AssumeRole with session tags.
 IMPLIED = {"sts:AssumeRole": {"sts:TagSession"}}
 # Calls made inside libraries, by component: Powertools' idempotency records (the API's
@@ -177,6 +180,22 @@ def _client_ops(node: ast.AST) -> set[str]:
     return found
 
 
+def _helper_ops(node: ast.AST) -> set[str]:
+    """The client calls of the :data:`ADAPTER_HELPERS` that ``node`` calls by name."""
+    called = {
+        call.func.id
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ADAPTER_HELPERS
+    }
+    ops: set[str] = set()
+    for name in called:
+        helper = next(
+            n for n in _parse(ADAPTER_HELPERS[name]).body if isinstance(n, ast.FunctionDef) and n.name == name
+        )
+        ops |= _client_ops(helper)
+    return ops
+
+
 def _self_calls(node: ast.AST) -> set[str]:
     return {
         call.func.attr
@@ -266,7 +285,7 @@ def adapter_methods(
             if name.startswith("_") or name in ("__init__",):
                 continue
             body = [methods[n] for n in closure(name, set())]
-            ops = set().union(*(_client_ops(b) for b in body))
+            ops = set().union(*(_client_ops(b) | _helper_ops(b) for b in body))
             kinds = set().union(*(_transaction_kinds(b) for b in body))
             actions = _actions(service, ops, kinds, transactions)
             by_class.setdefault(class_name, {}).setdefault(name, set()).update(actions)
