@@ -2,7 +2,7 @@
 
 1. Start ``punctual-local up --no-demo`` with :mod:`local.harness` (free loopback ports,
    its own process group, a private state directory), deploying the synthesised template as
-   it is: the deployment's lease (9 s), heartbeats, queues and restart figures, so that what
+   it is: the deployment's lease (8 s), heartbeats, queues and restart figures, so that what
    the run measures is what a deployment does (``visibility_s`` may still lower the short
    queue's visibility timeout, for experiments).
 2. Register the workload (:mod:`local.chaos.workload`), start the driver's own processes (a
@@ -14,7 +14,7 @@
    owed slot has ended as expected and no alert claimed during the faults is SENDING (a killed
    deliverer's alert is finished by its sweep), or ``settle_max_s`` passes. Its default is the
    longest legitimate recovery, with margin: a message a killed worker held returns within its
-   lease (9 s), one it had received but not leased is re-sent by the pollers (4 s), a killed run
+   lease (8 s), one it had received but not leased is re-sent by the pollers (4 s), a killed run
    is taken over once its lease lapses, a killed process restarts after at most 10 s of
    back-off, an ECS run lasts up to 30 s, and retries back off.
 5. Collect the receiver's records, every execution (DynamoDB on the local moto server), the

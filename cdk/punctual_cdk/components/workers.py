@@ -8,9 +8,9 @@ Short lane
     is that plus a minute, as the mapping requires (at least the function's timeout). The
     worker leases each message for seconds itself: it sets a batch's visibility to the message
     lease (``PUNCTUAL_MESSAGE_LEASE_S``, 7 s) as it arrives and renews it, a running one's for the
-    run's lease (``PUNCTUAL_LEASE_S``, 9 s) with the record's, while a run lasts
+    run's lease (``PUNCTUAL_LEASE_S``, 8 s) with the record's, while a run lasts
     (``punctual.execution.batch``), so a crashed invocation's unstarted messages come back within
-    7 s and its runs are taken over by the claim within 9 s. One that dies before its
+    7 s and its runs are taken over by the claim within 8 s. One that dies before its
     handler runs leaves its batch for the queue's timeout: the pollers re-send those slots
     (``punctual.dispatch.polling.resend``). A redelivery while the first invocation still runs is
     harmless: the claim waits or drops it.
@@ -38,9 +38,9 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
     message's visibility to the message lease (``message_lease_s``, 7 s; the short queue's default,
     the Lambda timeout plus a minute, does not apply), and the task's lease keeper renews it from
-    the claim for what is left of the run's lease (``lease_s``, 9 s) as its heartbeats renew the
+    the claim for what is left of the run's lease (``lease_s``, 8 s) as its heartbeats renew the
     record. A task that dies gives back the messages it had received but not started within the
-    7 s message lease, and its runs come back within their 9 s lease, to either consumer. Their
+    7 s message lease, and its runs come back within their 8 s lease, to either consumer. Their
     backstop LEASE timer (for a message lost outright) is due past the far threshold, so the LEASE
     timer of each execution
     of a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000
@@ -207,7 +207,7 @@ class Workers(Construct):
                     "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
-                    # The same 9 s lease as every worker: their backstop LEASE timers are far
+                    # The same 8 s lease as every worker: their backstop LEASE timers are far
                     # timers all the same (far threshold + a minute), so a burst's go to the far
                     # buckets (shardCount keys), not the few near ones (docs/capacity.md).
                 },

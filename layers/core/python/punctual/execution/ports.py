@@ -122,7 +122,7 @@ class WorkerConfig:
     short_queue_urls: tuple[str, ...] = ()
     long_queue_urls: tuple[str, ...] = ()
     retention_days: int = 30
-    lease_s: int = 9  # (Settings.lease_s)
+    lease_s: int = 8  # (Settings.lease_s)
     message_lease_s: int = 7  # (Settings.message_lease_s)
     lease_timers: bool = False
     backstop_s: int = 240

@@ -67,18 +67,20 @@ class Settings(BaseModel):
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
     # record's lease_until this far ahead, heartbeats renew it and its message's visibility while
-    # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: 2 s). A worker that dies mid-run is
-    # noticed within it: its run's message returns, and the run is taken over, at most 9 s after the
-    # death: under the 10 s bound with the claim's and the receive's own time (a 10 s lease re-ran
-    # a run whose worker died at its claim 10.1 s after the death in the local chaos run, its slot
-    # 10.2 s late). Shorter leases allow less clock skew between workers (punctual.execution.lease).
-    lease_s: int = Field(default=9, ge=5, le=3600)
+    # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: every second). A worker that dies
+    # mid-run is noticed within it: its run's message returns, and the run is taken over, at most 8 s
+    # after the death. A slot whose worker died at its claim adds to that the time from its release
+    # to its claim, which a loaded machine makes a second or two (the local chaos run: 10.2 s late
+    # with a 10 s lease, 10.1 s with 9 s, its claim 1.1 s after the release; an ECS task's claim
+    # 2 s after it), so the lease leaves that much of the 10 s bound. Shorter leases allow less
+    # clock skew between workers (punctual.execution.lease).
+    lease_s: int = Field(default=8, ge=5, le=3600)
     # The lease of a message received and not started (both lanes: a Lambda batch's, an ECS or
     # burst task's receive): its visibility, renewed by the same steps of the lease keeper while
     # the worker holds it, so a worker that dies gives it back within this (by SQS's clock). It
     # can be shorter than lease_s (at most that is used), at a price in clock skew: a live worker
-    # frozen past it in its run's first renewal period (2 s) is taken over by a worker whose clock
-    # is 2 s or more ahead (it judges the record's lease by its own), as the next attempt, fenced
+    # frozen past it in its run's first renewal period (1 s) is taken over by a worker whose clock
+    # is 1 s or more ahead (it judges the record's lease by its own), as the next attempt, fenced
     # by its higher token (docs/delivery.md); with clocks in step, only after lease_s.
     message_lease_s: int = Field(default=7, ge=5, le=3600)
     # A message the poller sent to the Lambda lane that no worker has claimed this long after is
