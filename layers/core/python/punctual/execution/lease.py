@@ -1,16 +1,16 @@
 """The lease of a running attempt: heartbeat, stop, and hand back on shutdown.
 
-A lease is seconds on both lanes (``lease_s``, 10 by default): the claim writes ``lease_until``
+A lease is seconds on both lanes (``lease_s``, 8 by default): the claim writes ``lease_until``
 that far ahead. A message received is leased for less, the *message lease* (``message_lease_s``,
-8 s: the Lambda lane sets it when its batch arrives, :mod:`punctual.execution.batch`; the ECS
+7 s: the Lambda lane sets it when its batch arrives, :mod:`punctual.execution.batch`; the ECS
 worker's receive asks for it, and its keeper holds a claimed run's message from the claim), so
 that a worker that dies gives back what it had not started within it, by SQS's clock alone. A
 *run's* message back at the message lease is judged by the receiver's clock, though: a live worker
-frozen past 8 s in its run's first renewal period (before a renewal puts the message on the
-record's lease) is taken over by a taker whose clock is 2 s or more ahead (within
+frozen past 7 s in its run's first renewal period (before a renewal puts the message on the
+record's lease) is taken over by a taker whose clock is 1 s or more ahead (within
 :data:`~punctual.runtime.settings.CLOCK_SKEW_S`), as its next attempt, fenced by its higher token
 ``<job_id>:<slot>:<attempt>`` (docs/delivery.md); with clocks in step, only after the record's lease.
-A run that outlives :func:`beat_interval_s` (3 s at the 10 s lease) is heartbeated: each heartbeat
+A run that outlives :func:`beat_interval_s` (1 s at the 8 s lease) is heartbeated: each heartbeat
 extends ``lease_until`` (a conditional write on owner and attempt) and the message's visibility to
 a fresh lease, so a worker that dies is noticed within a lease and its run is taken over by the
 next claim of the returning message. Runs shorter than the first heartbeat interval write nothing
@@ -23,7 +23,7 @@ and see the lease end that much early. So a heartbeat comes the skew and :data:`
 before the lease ends, and a holder whose store fails stops its run before the earliest instant
 another worker may see the lease lapsed (QA29: with the 8 s lease beaten every 5 s, a worker 2.5 s
 ahead of a live run's took it over and called the target a second time; at 5 s it took over
-every run past 3 s). A run whose worker died is still taken over within the lease, 10 s, with
+every run past 3 s). A run whose worker died is still taken over within the lease, 8 s, with
 clocks in step.
 
 The ECS lanes (``lease_timers``) also keep a *backstop*: a LEASE timer due ``backstop_s`` ahead
@@ -61,7 +61,7 @@ log = logging.getLogger("punctual.execution")
 SHUTDOWN = "shutdown"  # Claim.stop_reason of a run stopped because its worker shuts down
 # A heartbeat lands this long before a worker whose clock is CLOCK_SKEW_S ahead of its holder's
 # sees the lease end: the lease keeper's tick (a beat comes up to a second after it is due) and a
-# write's time. With the 10 s lease, a run is first heartbeated 3 s after its claim, then every 3 s.
+# write's time. With the 8 s lease, a run is first heartbeated a second after its claim, then each second.
 BEAT_SLACK_S = 2.0
 # A heartbeat that failed is tried again within this (the lease keeper's tick)
 BEAT_RETRY_S = 1.0
