@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from pydantic_core import from_json, to_json
 
+from punctual.dispatch.sqs_send import send_batch, send_batches
 from punctual.models import Job, Overlap, Runtime
 from punctual.models.job_documents import document_of, stored_document
 from punctual.models.jobs import read_carried
@@ -539,8 +540,6 @@ class SqsQueues:
     def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
         """Send ``messages`` in requests of ten side by side; raises :class:`.sqs_send.SendFailed`
         with those SQS may have taken if any cannot be sent."""
-        from punctual.dispatch.sqs_send import send_batch, send_batches
-
         signer = self.signer
         if signer is not None:
             messages = [signer.sign(message) for message in messages]

@@ -260,11 +260,11 @@ class MinuteDrain:
         held = [timer for timer in self.held_back if timer.shard == shard]
         return sent_by_ms(unbounded, held, self.unmarked_ms, now_ms, bound)
 
-    def _release_uncertain(
-        self, timers: list[Timer], failed_at: dict[int, int], went: list[Timer]
-    ) -> ReleaseReport:
+    def _release_uncertain(self, timers: list[Timer], went: list[Timer]) -> ReleaseReport:
         """Release ``timers`` an earlier poller (or a release of this drain that failed, by when:
-        ``failed_at``) may have released, in one release per instant they may have been sent by."""
+        :attr:`failed_at`) may have released, in one release per instant they may have been sent by;
+        each release that goes is added to ``went``."""
+        failed_at = self.failed_at
         report = ReleaseReport()
         by_shard: dict[int, int | None] = {}
         batches: dict[int | None, list[Timer]] = {}
@@ -291,12 +291,16 @@ class MinuteDrain:
         failed = self.failed_at
         went: list[Timer] = []  # timers whose slots went out before a failure
         try:
-            certain = [t for t in wanted if t.due_ms > uncertain_ms and id(t) not in failed]
+            if failed:  # (a release of these failed before: its timers go as uncertain ones)
+                certain = [t for t in wanted if t.due_ms > uncertain_ms and id(t) not in failed]
+                uncertain = [t for t in wanted if t.due_ms <= uncertain_ms or id(t) in failed]
+            else:
+                certain = [t for t in wanted if t.due_ms > uncertain_ms]
+                uncertain = [t for t in wanted if t.due_ms <= uncertain_ms]
             report.merge(self.releaser.release(certain))
             went.extend(certain)
-            uncertain = [t for t in wanted if t.due_ms <= uncertain_ms or id(t) in failed]
             if uncertain:
-                report.merge(self._release_uncertain(uncertain, failed, went))
+                report.merge(self._release_uncertain(uncertain, went))
         except Exception as exc:
             failed_ms = to_ms(self.releaser.clock.now())
             for timer in [*went, *(exc.sent if isinstance(exc, ReleaseFailed) else ())]:

@@ -168,7 +168,7 @@ class MinutePoll:
                 self.failed_shards.add((Lane.NEAR, shard))
         self.failed_shards.update((Lane.FAR, shard) for shard in self.unread)
         try:  # (a minute handed on holds no hole behind its mark: drain.release_holes)
-            if not self.drain.lagging or self._may_send(to_ms(self.clock.now())):
+            if not self.drain.lagging or self.sent.cover(to_ms(self.clock.now())):
                 self.report.merge(self.drain.release_holes())
         except Exception:
             log.exception("releasing the lagging timers before those sent out of turn failed")
@@ -264,7 +264,7 @@ class MinutePoll:
         due = self.drain.next_due_ms()
         try:
             bound = max(now_ms, to_ms(self.end)) if everything else now_ms
-            if due is not None and due <= bound and not self._may_send(bound):  # (bounded before sent)
+            if due is not None and due <= bound and not self.sent.cover(bound):  # (bounded before sent)
                 raise RuntimeError("the send bound could not be moved on")
             self.report.merge(self.drain.release_due(now_ms, everything=everything))
         except Exception:
@@ -306,7 +306,7 @@ class MinutePoll:
             )
             return
         limit = self.config.catchup_timers_per_slice
-        lagging, past = bool(self.drain.lagging) and self._may_send(to_ms(now)), self.catchup.pending
+        lagging, past = bool(self.drain.lagging) and self.sent.cover(to_ms(now)), self.catchup.pending
         if not (lagging or past):  # (the send bound could not be moved on: tried again soon)
             self.next_catchup = now + timedelta(seconds=self.config.poll_interval_s)
             return
@@ -342,7 +342,7 @@ class MinutePoll:
         limit = self.config.catchup_timers_per_slice * MAX_RELEASE_PER_TIMER
         try:
             report, taken = ReleaseReport(), 0
-            if self.drain.lagging and self._may_send(to_ms(now)):  # (its own minute's urgent ones: lagging)
+            if self.drain.lagging and self.sent.cover(to_ms(now)):  # (its own minute's urgent ones: lagging)
                 report, taken = self.drain.release_urgent(by_ms, limit)
             self.report.merge(report)
             # (the owed minutes are read ahead only until the minute's own next poll or release)
@@ -411,15 +411,12 @@ class MinutePoll:
             log.exception("writing the progress mark of %s failed", self.minute)
         self.next_mark = now + timedelta(seconds=self.config.progress_interval_s)
 
-    def _may_send(self, due_ms: int) -> bool:
-        """Whether this minute's timers due by ``due_ms`` may be sent (:mod:`.sent_bound`)."""
-        return self.sent.cover(due_ms)
-
     def _bound_ahead(self) -> None:
         """Move the send bound on a step before a release needs it: when the next timer due (or a
         lagging one, due already) comes within a poll interval past it."""
-        due = to_ms(self.clock.now()) if self.drain.lagging else self.drain.next_due_ms()
-        if due is not None and due <= to_ms(self.clock.now()) + int(self.config.poll_interval_s * 1000):
+        now_ms = to_ms(self.clock.now())
+        due = now_ms if self.drain.lagging else self.drain.next_due_ms()
+        if due is not None and due <= now_ms + int(self.config.poll_interval_s * 1000):
             self.sent.cover(due)
 
     def _progress_to_keep(self, handled: int) -> bool:

@@ -52,7 +52,6 @@ class SentBound:
         self.group_count = group_count
         self.ahead_ms = ahead_ms
         self.durable_ms: int | None = None  # the bound known written (None: none yet)
-        self.writes = 0
 
     def covers(self, due_ms: int) -> bool:
         return self.durable_ms is not None and due_ms <= self.durable_ms
@@ -75,7 +74,6 @@ class SentBound:
                 "moving the send bound of %s on failed: nothing past it is sent", f"{self.minute:%H:%M}"
             )
             return False
-        self.writes += 1
         self.durable_ms = target
         return True
 

@@ -57,8 +57,8 @@ class MemoryBase:
         self._requests: dict[tuple[str, str], int] = {}  # (tenant, window) -> API requests
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
         self._watermarks: dict[tuple[str, Lane, int], datetime] = {}  # (scope, lane, shard)
-        self._progress: dict[tuple[str, str, int, int], int] = {}  # (scope, minute, group, count)
-        self._sent_bounds: dict[tuple[str, str, int, int], int] = {}  # the same keys: sends' bounds
+        # (scope, minute, group, count) -> (through_ms, sent_to_ms): a progress item's two figures
+        self._progress: dict[tuple[str, str, int, int], tuple[int | None, int | None]] = {}
         self._turns: dict[tuple[str, str], Turn] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
         self._expires_at: dict[tuple[str, ...], int] = {}  # an execution's or alert's key -> its TTL

@@ -63,21 +63,25 @@ class MemoryTimers(MemoryBase, TimerRepository):
                     self._watermarks[key] = minute
 
     def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
-        with self._lock:
-            key = (self.marks_scope, minute_key(minute), group, group_count)
-            self._progress[key] = max(self._progress.get(key, through_ms), through_ms)
+        self._advance(minute, group, group_count, 0, through_ms)
 
     def put_sent_bound(self, minute: datetime, group: int, group_count: int, sent_to_ms: int) -> None:
+        self._advance(minute, group, group_count, 1, sent_to_ms)
+
+    def _advance(self, minute: datetime, group: int, group_count: int, figure: int, value: int) -> None:
+        """Move one figure of a progress item forward (0: the release mark, 1: the send bound)."""
         with self._lock:
             key = (self.marks_scope, minute_key(minute), group, group_count)
-            self._sent_bounds[key] = max(self._sent_bounds.get(key, sent_to_ms), sent_to_ms)
+            figures = list(self._progress.get(key, (None, None)))
+            current = figures[figure]
+            figures[figure] = value if current is None else max(current, value)
+            self._progress[key] = (figures[0], figures[1])
 
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
         wanted = (self.marks_scope, minute_key(minute))
         with self._lock:
-            keys = [key for key in (*self._progress, *self._sent_bounds) if key[:2] == wanted]
             return [
-                ProgressMark(group, count, self._progress.get(key), self._sent_bounds.get(key))
-                for key in dict.fromkeys(keys)
-                for (_, _, group, count) in (key,)
+                ProgressMark(group, count, through, sent_to)
+                for (scope, key, group, count), (through, sent_to) in self._progress.items()
+                if (scope, key) == wanted
             ]
