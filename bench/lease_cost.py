@@ -16,8 +16,8 @@ poller redundancy costs (issue 30).
    write, a LEASE timer and a visibility change. Only what the leases add is counted (the claim
    and finish writes, and the run's own compute, are the same before and after).
 2. **How fast a dead worker is replaced**, in virtual time through the real code: a worker dying
-   mid-run (the run's next attempt starts: here 2 s in, before the batch's first renewal, so its
-   message is back at the message lease under a live record lease, returned until that lapses),
+   mid-run (the run's next attempt starts: its message is back at the message lease after its
+   last renewal, under a live record lease, and its return is the takeover),
    one dying with a message received but not started (the message is visible again: the message
    lease, ``message_lease_s``), one dying before its handler ran (an init failure: the pollers'
    re-send runs the slot).
@@ -58,10 +58,10 @@ SHORT, LONG = "queue://short", "queue://long"
 LAYOUT = TimerLayout(shard_count=16, near_shard_count=4, far_threshold_s=180)
 BATCH = 10  # messages sharing a batched request (a full event source batch)
 MINUTES_PER_MONTH = 43_800
-# 4 s: past the first heartbeat (3 s at the 10 s lease), under the issue's 5 s bound
+# 4.9 s: just under the issue's 5 s bound (and the first heartbeat, 5 s at the 12 s lease)
 RUNS = {
-    "lambda": [("0.5 s", 0.5), ("1 s", 1), ("4 s", 4), ("1 min", 60)],
-    "ecs": [("0.5 s", 0.5), ("1 s", 1), ("4 s", 4), ("1 min", 60), ("1 h", 3600)],
+    "lambda": [("0.5 s", 0.5), ("1 s", 1), ("4.9 s", 4.9), ("1 min", 60)],
+    "ecs": [("0.5 s", 0.5), ("1 s", 1), ("4.9 s", 4.9), ("1 min", 60), ("1 h", 3600)],
 }
 OLD_ECS_LEASE_S = 60  # the previous design: heartbeats every third of it
 
@@ -188,7 +188,7 @@ def lease_requests(lane: str, seconds: float) -> Counted:
     queues.send(queue, [message])
     if lane == "ecs":  # its receive asks for the message lease of visibility: no request of its own
         [received] = queues.receive(queue, 1, 0, worker.config.message_visibility_s)
-        worker.process(received.message, Delivery(queue, received.receipt, 1))
+        worker.process(received.message, Delivery(queue, received.receipt, 1, received.message_id))
     else:  # the event source receives with the queue's 960 s; the batch leases it for seconds
         [received] = queues.receive(queue, 1, 0, 960)
         record = {
@@ -282,7 +282,7 @@ def _cut_mid_run(dies_at_s: float) -> float:
     keeper.hold(SHORT, [received.receipt], clock.now())
     dying.keeper = keeper
     try:
-        worker.process(received.message, Delivery(SHORT, received.receipt, 1))
+        worker.process(received.message, Delivery(SHORT, received.receipt, 1, received.message_id))
     except _Died:
         died = clock.now()
     healthy = Runs(clock, 1)
@@ -290,16 +290,17 @@ def _cut_mid_run(dies_at_s: float) -> float:
     while not healthy.calls and clock.now() < died + timedelta(seconds=60):
         clock.advance(0.1)
         for item in queues.receive(SHORT, 10, 0, 960):
-            other.process(item.message, Delivery(SHORT, item.receipt, item.receive_count))
+            other.process(item.message, Delivery(SHORT, item.receipt, item.receive_count, item.message_id))
     return (healthy.calls[0][1] - died).total_seconds()
 
 
 def recovery_s() -> dict[str, float]:
     """Virtual seconds from a worker's death to the slot's recovery, through the real code."""
     out: dict[str, float] = {}
-    # A worker dies mid-run: its run's next attempt starts when? At its claim and 2 s in, before the
-    # batch's first renewal (its message back at the message lease, under the record's live lease,
-    # is returned until that lapses), and 6 s in, just after its second renewal
+    # A worker dies mid-run: its run's next attempt starts when? At its claim, 2 s in, before the
+    # batch's first renewal, and 6 s in, just after it: each time its message is back at the
+    # message lease after its last renewal, under the record's live lease, and its return is the
+    # takeover (the record's owner names the message: punctual.execution.records.message_back)
     for dies_at_s, label in ((0, "at its claim"), (2, "2 s in"), (6, "6 s in, after a renewal")):
         out[f"run cut {label}: death to the next attempt's start"] = _cut_mid_run(dies_at_s)
     # A message received and leased, not started: when is it visible again?
@@ -329,7 +330,7 @@ def recovery_s() -> dict[str, float]:
         if (due := watch.next_check()) is not None and due <= clock.now():  # the poller, every step
             watch.check(clock.now())
         for item in queues.receive(SHORT, 10, 0, 960):
-            worker.process(item.message, Delivery(SHORT, item.receipt, item.receive_count))
+            worker.process(item.message, Delivery(SHORT, item.receipt, item.receive_count, item.message_id))
     out["died before its handler: death to the run's start"] = (healthy.calls[0][1] - died).total_seconds()
     return out
 
@@ -366,9 +367,10 @@ def main() -> None:
     prices = json.loads(benchlib.PRICES_PATH.read_text())
     settings = Settings()
     benchlib.heading(
-        f"Leases of seconds ({settings.lease_s} s, heartbeat every {beat_interval_s(settings.lease_s):g} s "
-        f"past the first; a message received {settings.message_lease_s} s): $ per million triggers of what "
-        "they add, by run length"
+        f"Leases of seconds (a record's {settings.lease_s} s, heartbeat every "
+        f"{beat_interval_s(settings.lease_s):g} s; a message's {settings.message_lease_s} s, renewed every "
+        f"{max(1, settings.message_lease_s - 2)} s, its return the takeover): $ per million triggers of "
+        "what they add, by run length"
     )
     rows = []
     results: dict[str, Any] = {"runs": []}
@@ -430,7 +432,8 @@ def main() -> None:
     print(
         f"runs under {first_beat_s:g} s (no heartbeat): at most ${worst_beatless:.3f} per million more than"
         f" before; runs under 5 s: at most ${worst_short:.3f} (target <= $0.05; a run past {first_beat_s:g} s"
-        " pays a heartbeat, the lease beaten the clock skew between nodes, 5 s, and 2 s before its end)"
+        " pays a heartbeat of its record, beaten the clock skew between nodes, 5 s, and 2 s before its"
+        " lease ends, and a renewal of its message's visibility, shared by its batch)"
     )
     results["short_runs"] = short_run_floor(prices)
     floor = results["short_runs"]

@@ -31,7 +31,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, dest="shard_count", help="far shards (default 4)")
     parser.add_argument("--near-shards", type=int, dest="near_shard_count", help="near shards (default 2)")
     parser.add_argument(
-        "--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default: the deployment's, 10)"
+        "--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default: the deployment's, 12)"
     )
     parser.add_argument(
         "--template", help="deploy this CloudFormation template instead of synthesising infra/"

@@ -61,7 +61,7 @@ class LocalConfig:
         Lambda container does, all on ``api_port`` (``SO_REUSEPORT``: the kernel spreads
         connections over them).
     lease_s
-        ``PUNCTUAL_LEASE_S`` when not 0; 0 (the default): the deployment's own (10 s, both lanes),
+        ``PUNCTUAL_LEASE_S`` when not 0; 0 (the default): the deployment's own (12 s, both lanes),
         so that what chaos measures is what a deployment does.
     pollers
         Poller processes, each running one of every shard group's pollers (the deployment's

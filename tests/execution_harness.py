@@ -169,7 +169,7 @@ class Rig:
         [received] = self.queues.receive(SHORT, 1, 0, 900)
         keeper = LeaseKeeper(worker)
         keeper.hold(SHORT, [received.receipt], self.clock.now())
-        claim = worker.claim(received.message, Delivery(SHORT, received.receipt, 1))
+        claim = worker.claim(received.message, Delivery(SHORT, received.receipt, 1, received.message_id))
         assert claim.claimed
         worker.live.add(claim)
         return keeper, claim
@@ -181,7 +181,7 @@ class Rig:
         """Receive every visible message once, process it, delete it when acknowledged."""
         results = []
         for received in self.queues.receive(queue, 10, 0, visibility_s):
-            delivery = Delivery(queue, received.receipt, received.receive_count)
+            delivery = Delivery(queue, received.receipt, received.receive_count, received.message_id)
             handled = worker.process(received.message, delivery)
             if handled.ack:
                 self.queues.delete(queue, received.receipt)
@@ -198,7 +198,7 @@ class Rig:
         that raises one of ``errors`` is handed to ``after_error``; acknowledged records are
         deleted. ``seen`` is shown each delivery first."""
         for received in self.queues.receive(SHORT, 10, 0, 900):
-            delivery = Delivery(SHORT, received.receipt, received.receive_count)
+            delivery = Delivery(SHORT, received.receipt, received.receive_count, received.message_id)
             seen(delivery)
             try:
                 handled = worker.process(received.message, delivery)

@@ -43,7 +43,7 @@ from urllib.parse import urlencode
 from local.chaos.ledger import LedgerWriter
 
 PAYLOAD = {"job": "<job_id>", "slot": "<slot>", "attempt": "<attempt>", "scheduled_at": "<scheduled_at>"}
-LAMBDA_TIMEOUT_S = 10  # local lease = this + PUNCTUAL_LEASE_S (8 s)
+LAMBDA_TIMEOUT_S = 10  # the chaos jobs' timeout on the Lambda lane (seconds)
 ECS_TIMEOUT_S = 120
 # Jobs that should succeed keep trying: a run lost to a kill -9 is an attempt too.
 # An alert endpoint that holds every answer longer than the sender's 10 s timeout: it hangs.

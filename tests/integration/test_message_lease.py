@@ -1,5 +1,6 @@
-"""The message lease (issue 30, point 3): a message received but not started is back within 8 s of
-its worker's death, while a claimed run's record lease stays 10 s.
+"""The message lease (issue 30, point 3): every message a worker holds, started or not, is back
+within the message lease (7 s) of its worker's death, and a run's own message back is the run's
+takeover, whatever its record's lease (12 s) and the workers' clocks say.
 
 Against moto's SQS and DynamoDB in virtual time: moto's SQS reads the test's ManualClock (its
 visibility timeouts are the clock's), and the Lambda lane's lease keeper is stepped by the run
@@ -32,8 +33,8 @@ from punctual.timing.timers import slot_key
 
 TABLE = "punctual-message-lease-test"
 REGION = "us-east-1"
-LEASE_S = 10  # the record's lease (the default)
-MESSAGE_LEASE_S = 8  # a received message's (the default)
+LEASE_S = 12  # the record's lease (the default)
+MESSAGE_LEASE_S = 7  # a held message's (the default)
 POLL_S = 0.25  # how often the event source mapping looks, virtual seconds
 
 
@@ -180,7 +181,7 @@ def run_b(
     return back
 
 
-def test_a_dead_workers_run_is_taken_over_within_the_records_lease_its_batch_renewed_in_one_request(
+def test_a_dead_workers_run_is_taken_over_by_its_message_within_the_message_lease_its_batch_renewed_in_one_request(
     lane: Lane,
 ) -> None:
     # Given a queue-overlap job (one FIFO group) whose two slots worker A received in one batch: the
@@ -192,26 +193,28 @@ def test_a_dead_workers_run_is_taken_over_within_the_records_lease_its_batch_ren
     received = lane.receive()
     assert [slot_of(m) for m in received] == [slot_key(first), slot_key(second)]
     target_a = Runs(lane.clock, {(job.id, 1): (6.0, True)})
-    # When A dies 6 s into the first run, just after its lease keeper's second renewal
+    # When A dies 6 s into the first run, just after its lease keeper's first renewal (5 s)
     died = lane.dies(lane.batch(target_a), received)
-    # Then every step renewed the batch in one request, the run's message for the record's lease
-    # and the unstarted one for the message lease (the hold, then at 3 s and 6 s)
-    assert lane.visibility_requests == [[8, 8], [10, 8], [10, 8]]
+    # Then every step renewed the batch in one request, each message for the message lease (the
+    # hold, then at 5 s), and the record's lease was beaten once (5 s: lease_s less the skew and 2 s)
+    assert lane.visibility_requests == [[MESSAGE_LEASE_S, MESSAGE_LEASE_S]] * 2
     running = lane.record(job, first)
     assert running.status is ExecutionStatus.RUNNING
-    assert running.lease_until == died + timedelta(seconds=LEASE_S)
-    # And the run's message is back as its record's lease lapses (the group's second with it: FIFO
-    # returns a group's messages behind its first), and worker B takes the run over as attempt 2
-    # within the lease of the death, then runs the second once
+    assert running.lease_until == died + timedelta(seconds=LEASE_S - 1)
+    # And the run's message is back at the message lease of its last renewal (the group's second
+    # with it: FIFO returns a group's messages behind its first), its record's lease still live, and
+    # worker B takes the run over at once as attempt 2, then runs the second once
     target_b = Runs(lane.clock, {})
     back = run_b(lane, lane.batch(target_b), died, lambda: succeeded(lane.record(job, second)))
-    assert (
-        died + timedelta(seconds=LEASE_S)
+    renewed = died - timedelta(seconds=1)
+    assert (  # (within the mapping's polls: the one it came back at, and the next)
+        renewed + timedelta(seconds=MESSAGE_LEASE_S)
         < back[slot_key(first)][0][0]
-        <= died + timedelta(seconds=LEASE_S + POLL_S)
+        <= renewed + timedelta(seconds=MESSAGE_LEASE_S + 2 * POLL_S)
     )
+    assert back[slot_key(first)][0][0] < running.lease_until
     assert [(s, a) for _, s, a, _ in target_b.calls] == [(slot_key(first), 2), (slot_key(second), 1)]
-    assert target_b.calls[0][3] - died <= timedelta(seconds=LEASE_S + POLL_S)
+    assert target_b.calls[0][3] - died <= timedelta(seconds=MESSAGE_LEASE_S)
     for slot, attempt in ((first, 2), (second, 1)):
         record = lane.record(job, slot)
         assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, attempt)
@@ -250,29 +253,28 @@ def test_messages_a_worker_received_and_died_before_starting_are_back_within_the
         assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
 
 
-def test_a_message_back_while_its_runs_lease_is_live_waits_for_it_to_lapse_and_runs_once(lane: Lane) -> None:
+def test_a_runs_message_back_while_its_record_lease_is_live_takes_it_over_at_once_and_runs_once(
+    lane: Lane,
+) -> None:
     # Given a slot worker A claimed and started, its message held for the message lease
     now = lane.clock.now()
     job = lane.add_job("job-a")
     lane.send(fire(job, now))
     target_a = Runs(lane.clock, {(job.id, 1): (0.0, True)})
-    # When A dies at once, before its lease keeper renewed anything (the record's lease, 10 s,
-    # outlasts the message's, 8 s)
+    # When A dies at once, before its lease keeper renewed anything (the record's lease, 12 s,
+    # outlasts the message's, 7 s)
     died = lane.dies(lane.batch(target_a), lane.receive())
     assert lane.visibility_requests == [[MESSAGE_LEASE_S]]
-    # Then the message is back at the message lease, finds the run's lease live, and worker B
-    # neither runs it nor drops it: returned (a batch item failure) until the lease has lapsed,
-    # and then taken over, once
+    # Then the message is back at the message lease, and worker B takes the run over at once,
+    # under the record's live lease (the message is the run's: its owner names its receive)
     target_b = Runs(lane.clock, {})
     batch_b = lane.batch(target_b)
     back = run_b(lane, batch_b, died, lambda: bool(target_b.calls))
     returns = back[slot_key(now)]
-    assert [returned for _, returned in returns] == [True, False]
-    assert returns[0][0] <= died + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
-    assert returns[1][0] > died + timedelta(seconds=LEASE_S)
+    assert [returned for _, returned in returns] == [False]
+    assert target_b.calls[0][3] <= died + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
+    assert target_b.calls[0][3] < died + timedelta(seconds=LEASE_S)
     assert [a for _, _, a, _ in target_b.calls] == [2]
-    # ... as the lease lapses (within the mapping's polls: the one it came back at, and the next)
-    assert target_b.calls[0][3] <= died + timedelta(seconds=LEASE_S + 2 * POLL_S)
     # ... and nothing of the slot comes back after (a minute on)
     assert run_b(lane, batch_b, lane.clock.now(), lambda: False) == {}
     assert [a for _, _, a, _ in target_b.calls] == [2] and [a for _, _, a, _ in target_a.calls] == [1]
@@ -397,16 +399,17 @@ class Stalls:
         return TargetResult.ok()
 
 
-@pytest.mark.parametrize("b_ahead_s", [0.0, 3.0, 5.0])
-def test_a_message_back_early_from_a_stalled_live_worker_is_run_once_in_step_and_fenced_ahead(
-    lane: Lane, b_ahead_s: float
+@pytest.mark.parametrize("b_ahead_s", [-5.0, 0.0, 5.0])
+@pytest.mark.parametrize("stall_s", [5.0, 8.5])
+def test_a_stalled_live_worker_is_taken_over_only_past_its_message_lease_whatever_the_clocks(
+    lane: Lane, stall_s: float, b_ahead_s: float
 ) -> None:
-    """What docs/delivery.md says of a live worker frozen in its run's first renewal period: with
-    clocks in step it is taken over only after its record's lease (10 s); a taker whose clock is
-    ahead (within the 5 s tolerated) may take it over once the 8 s message lease brings the
-    message back, as its next attempt, whose fencing token (``<job_id>:<slot>:<attempt>``) is
-    higher, and the record keeps that attempt's one result (QA30 review: 15199ed6's case only held
-    in step)."""
+    """A live worker whose lease keeper stalls in its run's call (a frozen process): under its
+    message lease (7 s) nobody takes it over, whatever worker B's clock (5 s behind, in step, or
+    ahead); past it, the message is back and B takes it over as its next attempt, whatever its
+    clock, while A is still in its call: the target sees attempt 2's higher fencing token
+    (``<job_id>:<slot>:<attempt>``), A's run lets go of its lease as it resumes, and the record
+    keeps attempt 2's one result (QA30 review: 15199ed6's case only held in step)."""
     # Given SQS's receipts as AWS keeps them, and worker B beside worker A, B's clock b_ahead_s ahead
     lane.sqs = LatestReceipts(lane.sqs)
     now = lane.clock.now()
@@ -423,26 +426,27 @@ def test_a_message_back_early_from_a_stalled_live_worker_is_run_once_in_step_and
             failed = lane.invoke(batch_b, messages)
             (returned if messages[0]["MessageId"] in failed else ended).append(lane.clock.now())
 
-    # When A's run (12 s) has its lease keeper stalled for its first 8.5 s: its message is back at
-    # the message lease, while the run's lease (10 s, by A's clock) is live, and B receives it
-    target_a = Stalls(lane.clock, stall_s=8.5, run_s=12.0, meanwhile=b_polls)
+    # When A's run (12 s) has its lease keeper stalled for its first stall_s seconds, B polling
+    target_a = Stalls(lane.clock, stall_s=stall_s, run_s=12.0, meanwhile=b_polls)
     batch_a = lane.batch(target_a)  # (sets target_a.keeper)
     lane.invoke(batch_a, lane.receive())
     run_b(lane, batch_b, lane.clock.now(), lambda: False)
     record = lane.record(job, now)
     assert [a for _, _, a, _ in target_a.calls] == [1]
-    assert lane.receive() == []
-    if b_ahead_s == 0.0:
-        # Then (clocks in step) B returned it under the live lease, A's keeper beat the record in
-        # time, and A's run was the only one
-        assert returned and returned[0] <= now + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
+    assert lane.receive() == [] and returned == []
+    if stall_s < MESSAGE_LEASE_S:
+        # Then (renewed in time) the message never came back, and A's run was the only one
         assert target_b.calls == []
         assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
     else:
-        # Then (B ahead) B saw A's lease lapsed once the message was back and took the run over as
-        # attempt 2, while A was still calling the target: the target saw attempt 1, then attempt 2
-        # (a higher fencing token), and the record keeps attempt 2's one result (A's is fenced)
+        # Then B took the run over as attempt 2 as the message came back, while A was still calling
+        # the target: the target saw attempt 1, then attempt 2 (a higher fencing token), and the
+        # record keeps attempt 2's one result (A's is fenced)
         assert [a for _, _, a, _ in target_b.calls] == [2]
         [(_, _, _, b_called)] = target_b.calls
-        assert now + timedelta(seconds=MESSAGE_LEASE_S) <= b_called < now + timedelta(seconds=LEASE_S)
+        assert (
+            now + timedelta(seconds=MESSAGE_LEASE_S)
+            <= b_called
+            <= now + timedelta(seconds=MESSAGE_LEASE_S + POLL_S)
+        )
         assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)

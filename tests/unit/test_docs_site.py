@@ -76,7 +76,7 @@ def test_the_settings_table_has_a_row_per_variable_with_its_context_key() -> Non
     for name in Settings.model_fields:
         row = by_variable[Settings.variable(name)]
         assert (f"`{context_key(name)}`" in row) == (name in DEPLOYED), name
-    assert "at most 8 s" in by_variable["PUNCTUAL_LEASE_S"]  # its comment
+    assert "at most this long after the death" in by_variable["PUNCTUAL_MESSAGE_LEASE_S"]  # its comment
 
 
 def test_the_events_table_lists_every_field_of_the_schema_escaped() -> None:

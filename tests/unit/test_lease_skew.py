@@ -3,7 +3,8 @@
 A lease's end is written by its holder's clock and read by another worker's: a worker whose clock
 is ahead of the holder's sees the lease end early. Whatever the skew within the bound, a live run is
 never taken over (the target called twice, the first run cut off), a run whose store fails stops
-before another worker may take it over, and a run whose worker died is taken over within 10 s.
+before another worker may take it over, and a copy of a run whose worker died takes it over within
+the lease (its own message does sooner: tests/unit/test_message_back_takeover.py).
 
 In-memory store, a manual clock, each worker seeing it through its own skew; the holder's lease
 keeper is stepped as the real one ticks (once a second, up to a second after a beat is due).
@@ -70,7 +71,11 @@ def test_a_live_run_is_not_taken_over_by_a_worker_whose_clock_is_ahead(t0: datet
 
 
 @pytest.mark.parametrize("behind_s", [0.0, CLOCK_SKEW_S])
-def test_a_run_whose_worker_died_is_taken_over_within_ten_seconds(t0: datetime, behind_s: float) -> None:
+def test_a_copy_of_a_dead_workers_run_takes_it_over_once_its_lease_lapsed(
+    t0: datetime, behind_s: float
+) -> None:
+    # (The run's own message takes it over sooner, within the message lease, whatever the clocks:
+    # tests/unit/test_message_back_takeover.py. A copy, another message, goes by the record.)
     # Given a run on worker A (its clock at most as far ahead as B's), beaten for 30 s
     rig, job, a, b, claim = _a_run(t0, behind_s)
     for _ in range(30):
@@ -80,12 +85,13 @@ def test_a_run_whose_worker_died_is_taken_over_within_ten_seconds(t0: datetime, 
     rig.clock.advance(TICK_S)
     a.heartbeat(claim)
     died = rig.clock.now()
-    # Then B, receiving the slot's message, takes the run over within 10 s of the death
-    while (rig.clock.now() - died).total_seconds() <= 15:
+    # Then B, receiving a copy of the slot (the pollers' takeover), takes the run over within the
+    # lease of the death
+    while (rig.clock.now() - died).total_seconds() <= 2 * LEASE_S:
         rig.clock.advance(STEP_S)
         if b.claim(rig.message(job, t0, attempt=2, kind=MessageKind.TAKEOVER)).claimed:
             break
-    assert (rig.clock.now() - died).total_seconds() <= 10
+    assert (rig.clock.now() - died).total_seconds() <= LEASE_S
 
 
 def test_a_run_whose_store_fails_stops_before_a_worker_ahead_may_take_it_over(t0: datetime) -> None:

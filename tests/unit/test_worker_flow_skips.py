@@ -433,6 +433,6 @@ def test_a_records_delivery_is_built_as_its_constructor_builds_it() -> None:
             "eventSourceARN": "arn:aws:sqs:eu-west-1:1:punctual-short-0.fifo",
         }  # fmt: skip
         sqs_module.SqsBatch(Stub()).process_record(record)  # type: ignore[arg-type]
-        expected = Delivery(config.short_queue_urls[0], "r-1", int(count))
+        expected = Delivery(config.short_queue_urls[0], "r-1", int(count), "m")
         assert seen[-1] == expected and list(vars(seen[-1]).items()) == list(vars(expected).items())
         assert hash(seen[-1]) == hash(expected)

@@ -29,9 +29,11 @@ Claiming a message for attempt ``n`` (:func:`decide_claim`)::
 A START or TAKEOVER runs only while the job's spec is the one the slot was released for; else
 the slot is recorded SUPERSEDED (:mod:`.versions`).
 
-``lease_until`` is always compared with this worker's injected clock. The Lambda worker's
-lease is its SQS message: it writes no lease timer, and a crashed invocation's message comes
-back after the visibility timeout and takes over the lapsed lease. The message stays the lease
+``lease_until`` is always compared with this worker's injected clock. A run's own message
+received again is its lease lapsed by SQS's clock (the owner names the receive that claimed it:
+:func:`.records.message_back`), whatever ``lease_until`` says: a crashed worker's message comes
+back within the message lease and takes the run over (:mod:`.lease`). The Lambda worker writes
+no lease timer. The message stays the lease
 of the attempt it took over (it was sent for an earlier one), so in this mode a message for an
 attempt older than the record's is read as one for the record's own attempt: WAIT, TAKEOVER
 or, redelivered after the attempt ended, REPAIR (found by the chaos run, local/chaos: after
@@ -39,8 +41,8 @@ two crashes on one slot the message was dropped and the slot stayed RUNNING for 
 takeover in this mode also writes a LEASE timer: the message has been returned at least once
 and may reach the queue's maxReceiveCount; the timer recovers the run once it is dead-lettered.
 
-The ECS worker heartbeats (``lease_until`` and the message's visibility) and writes a LEASE
-timer at every new ``lease_until``, so the poller recovers an execution whose message was lost.
+The ECS worker heartbeats too and keeps a backstop LEASE timer far ahead, so the poller
+recovers an execution whose message was lost or let go of.
 
 Overlap (``skip`` / ``queue``) is decided when a slot's *first* attempt is claimed, by a
 conditional write on the job's turn item (:mod:`.turns`): two slots of one job are never in

@@ -30,10 +30,12 @@ from punctual.execution.records import (
     LEASE_LOST_NOTE,
     RELEASED_NOTE,
     Ledger,
+    back_of,
     covering_range,
     lost_run_of_a_gone_job,
     new_record,
     owned_by,
+    owner_for,
     rest_of_range,
     retry_not_started,
     running,
@@ -363,7 +365,7 @@ def gone_jobs_run(claimer: Claimer, message: DispatchMessage, delivery: Delivery
     if current is None:
         return None
     now = claimer.clock.now()
-    end = lost_run_of_a_gone_job(current, now)
+    end = lost_run_of_a_gone_job(current, now, back_of(current, delivery))
     if handed_back(current) and current.attempt == message.attempt - 1:
         end = retry_not_started(current, now, GONE_NOTE), Expect(frozenset({current.status}), current.attempt)
     elif current.status is not ExecutionStatus.RUNNING or current.lease_until is None:
@@ -501,6 +503,7 @@ class Claimer:
                         job.retry.max_age_seconds,
                         redelivered,
                         message_is_lease=True,
+                        message_back=back_of(current, delivery),
                     )
                 )
                 return self._apply(decision, current, job, message, delivery, now)
@@ -639,6 +642,7 @@ class Claimer:
                 message,
                 now,
                 self.leases.lease_s(job),
+                owner=owner_for(delivery),
                 attempt=current.attempt + 1,
                 attempts=Execution.bounded([*current.attempts, lost]),
             )
@@ -708,7 +712,13 @@ class Claimer:
         if holder is not None:
             return overlap_blocked(self, job, message, delivery, holder, current, replaced, expect, now)
         started = running(
-            base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
+            base,
+            message,
+            now,
+            self.leases.lease_s(job),
+            owner=owner_for(delivery),
+            attempt=message.attempt,
+            blocked_by=None,
         )
         notifier = self.after.notifier
         # A first attempt released after the job's late bound: its alert is made before the start

@@ -15,11 +15,15 @@ policy; :mod:`punctual.execution.claim` applies it with conditional writes. The 
                                                                unless handed back at shutdown)
     RUNNING at n-1 or n, lease live    -                       WAIT (come back when it lapses)
     RUNNING at n-1 or n, lease lapsed  -                       TAKEOVER as attempt+1, new owner
-                                                               (EXHAUSTED: TIMED_OUT when none is left)
+    RUNNING (any attempt)              the run's own message   (EXHAUSTED: TIMED_OUT when none is left)
+                                       received again
     the same attempt, already ended    redelivered             REPAIR (re-apply after-effects)
     anything else                      -                       DROP (whatever its age)
 
-``lease_until`` is always compared with this worker's injected clock. The message is the lease
+``lease_until`` is always compared with this worker's injected clock. A run's own message received
+again (the owner names its receive: :func:`punctual.execution.records.message_back`) is its lease
+lapsed by SQS's clock, whatever ``lease_until`` says: its worker renews its visibility every few
+seconds and stops the run before it could lapse (:mod:`punctual.execution.keeper`). The message is the lease
 of the attempt it started or took over (both lanes), so a message older than the record's
 attempt, received again, is read as one for the record's own attempt (found by the chaos run:
 after two crashes on one slot the message was dropped and the slot stayed RUNNING; on the ECS
@@ -84,6 +88,7 @@ def decide_claim(
     max_age_s: float,
     redelivered: bool = False,
     message_is_lease: bool = False,
+    message_back: bool = False,
 ) -> ClaimDecision:
     """What a worker does with a message for ``message.attempt``, given the record as it is.
 
@@ -107,13 +112,20 @@ def decide_claim(
         visibility renewed while the run lasts), so a message older than the record's attempt,
         received again, still carries it; a fresh copy of an older attempt (a duplicate, a
         re-send) does not, and drops.
+    message_back
+        The message is the very one whose receive the running attempt's owner names, received
+        again (:func:`punctual.execution.records.message_back`): its worker stopped renewing its
+        visibility, so by SQS's clock the run's lease lapsed, whatever ``lease_until`` and
+        this worker's clock say.
 
     Returns
     -------
     ClaimDecision
     """
     n = message.attempt
-    carried = message_is_lease and redelivered and current is not None and current.attempt > n
+    carried = message_back or (
+        message_is_lease and redelivered and current is not None and current.attempt > n
+    )
     if current is None:
         if n == 1 or message.kind in FRESH_KINDS:
             return NEW_SLOT
@@ -164,7 +176,7 @@ def decide_claim(
             return ClaimDecision(
                 ClaimAction.DROP, f"attempt {current.attempt} is running; message is for {n}"
             )
-        if lease_live(current, now):
+        if lease_live(current, now) and not message_back:
             assert current.lease_until is not None
             wait = (current.lease_until - now).total_seconds()
             return ClaimDecision(ClaimAction.WAIT, "lease is live", wait_s=wait)

@@ -4,28 +4,25 @@ A lease is seconds (:mod:`punctual.execution.lease`), so whatever runs an attemp
 while the attempt lasts, from outside the target's call (which may block for minutes). The
 :class:`LeaseKeeper` does that for one process:
 
-* **live claims** (:class:`LiveClaims`, registered by whoever runs them: :meth:`Worker.process
-  <punctual.execution.worker.Worker.process>` and the ECS worker service) are heartbeated when
-  their heartbeat is due (:meth:`Leases.heartbeat_if_due
-  <punctual.execution.lease.Leases.heartbeat_if_due>`): the record's ``lease_until`` and the
-  message's visibility, a fresh lease each;
 * **held messages** (the Lambda lane, :mod:`punctual.execution.batch`, and an ECS task's messages
   waiting their group's turn, or whose claim runs: :meth:`LeaseKeeper.adopt`, with no request,
   from its receive's visibility): a batch's messages have their visibility set to the *message
-  lease* (``message_lease_s``, 8 s) as soon as the batch arrives, and keep it renewed until the
-  batch is done with each, whether it has started yet or not. Every :attr:`LeaseKeeper.renew_s`
-  (the heartbeat interval, 3 s) the held messages are renewed with the others of their queue in
-  one request of up to ten, each entry with its own visibility: the message lease for a message
-  not running (not started yet, or its run ended and the batch not yet returned), for a message
-  whose claim runs what is left of its record's lease: at the step that heartbeats the record,
-  that and one renewal interval more (the whole ``lease_s``, 10 s, with the defaults), enough for
-  the next renewal to find the new lease and no more should the beat lose it (a run lease far
-  longer than the message lease's renewals: the record is heartbeated when due). A
-  worker that dies gives back what it had not started within the message lease, and its runs
-  once their record's lease has lapsed; so does a run that lost its lease (or handed it back)
-  while its thread goes on: its message is renewed no more.
+  lease* (``message_lease_s``, 7 s) as soon as the batch arrives, and keep it renewed until the
+  batch is done with each, whether it has started yet or not, running or not. Every
+  :attr:`LeaseKeeper.renew_s` (5 s) the held messages are renewed with the others of their queue
+  in one request of up to ten. A run's message is its run's lease (its return is a takeover:
+  :func:`punctual.execution.records.message_back`), so one whose renewal cannot land before its
+  visibility ends is let go of first (:meth:`Leases.message_lapsing
+  <punctual.execution.lease.Leases.message_lapsing>`). A worker that dies gives back within the
+  message lease what it held, started or not; so does a run that lost its lease (or handed it
+  back) while its thread goes on: its message is renewed no more.
+* **live claims** (:class:`LiveClaims`, registered by whoever runs them: :meth:`Worker.process
+  <punctual.execution.worker.Worker.process>` and the ECS worker service) have their record's lease
+  heartbeated when due (:meth:`Leases.heartbeat_if_due
+  <punctual.execution.lease.Leases.heartbeat_if_due>`, every 5 s), and with it the message of a
+  claim no keeper holds.
 
-Nothing is written for a run (or a batch) shorter than the first heartbeat interval: the claim's
+Nothing is written for a run (or a batch) shorter than the first renewal interval: the claim's
 own lease and the batch's first visibility cover it.
 
 The writes of one step are made side by side, on up to :data:`BEAT_THREADS` threads
@@ -40,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import queue
 import threading
 import time
@@ -51,8 +47,8 @@ from typing import Protocol
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import QueuePort
-from punctual.execution.lease import BEAT_SLACK_S, Leases, beat_interval_s
-from punctual.execution.ports import Claim, WorkerConfig
+from punctual.execution.lease import BEAT_SLACK_S, LAPSE_SLACK_S, Leases, beat_interval_s
+from punctual.execution.ports import Claim, Delivery, WorkerConfig
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 
@@ -235,6 +231,7 @@ class LeaseKeeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._beats = _Beats(BEAT_THREADS)
+        worker.leases.held_until = self.held_until  # a held run's message: its lease is ours
 
     @property
     def lease_s(self) -> int:
@@ -248,10 +245,10 @@ class LeaseKeeper:
 
     @property
     def renew_s(self) -> float:
-        """How often a held message is renewed: with its run's heartbeat (every
-        :func:`~punctual.execution.lease.beat_interval_s`), and early enough that the message
-        lease never lapses under a live worker (a tick and a request's time, :data:`BEAT_SLACK_S
-        <punctual.execution.lease.BEAT_SLACK_S>`, before it ends)."""
+        """How often a held message is renewed: early enough that the message lease never lapses
+        under a live worker (a tick and a request's time, :data:`BEAT_SLACK_S
+        <punctual.execution.lease.BEAT_SLACK_S>`, before it ends), and no more often than its run's
+        heartbeat (every :func:`~punctual.execution.lease.beat_interval_s`)."""
         return min(beat_interval_s(self.lease_s), max(1.0, self.message_lease_s - BEAT_SLACK_S))
 
     # ------------------------------------------------------------------ held messages
@@ -282,6 +279,13 @@ class LeaseKeeper:
         53 s, and the message was visible again from 8 s under the live run)."""
         with self._lock:
             self._held.setdefault((queue_url, receipt), _Held(queue_url, receipt, since))
+
+    def held_until(self, delivery: Delivery) -> datetime | None:
+        """Until when (the worker's clock) a held message is surely hidden: its visibility was last
+        set, by a request sent at ``since``, to the message lease. None: not held here."""
+        with self._lock:
+            held = self._held.get((delivery.queue_url, delivery.receipt))
+        return None if held is None else held.since + timedelta(seconds=self.message_lease_s)
 
     def release(self, queue_url: str, receipt: str) -> None:
         """The batch is done with this message (deleted, returned, or failed with a visibility of
@@ -318,29 +322,23 @@ class LeaseKeeper:
             due = [h for h in self._held.values() if now - h.since >= renew]
         claims = self.worker.live.snapshot()
         by_message = {(c.delivery.queue_url, c.delivery.receipt): c for c in claims if c.delivery is not None}
+        due = self._lapsing(due, by_message, now)
         held_keys = {(h.queue_url, h.receipt) for h in due}
         writes: list[threading.Event | None] = []
-        running: dict[tuple[str, str], int] = {}  # a held run's message: its next visibility
         for key in held_keys:
             held_claim = by_message.get(key)
-            if held_claim is None:
-                continue
-            if self._beat_due(held_claim, now):  # its message is renewed below, with its batch
+            if held_claim is not None and self._beat_due(held_claim, now):
+                # Its record's lease (for the pollers and any other copy of its message); its
+                # message is renewed below, with its batch
                 writes.append(self._beats.submit(id(held_claim), self._beater(held_claim, message=False)))
-                # Past the record's lease as last written by one renewal at most: enough for the
-                # next renewal to find the new lease, and no more if this beat loses it (QA30
-                # review: renewed for the whole lease beside a beat that failed, a 60 s lease's
-                # message came back 60 s after the lease was lost)
-                running[key] = min(self.lease_s, self._lease_left(held_claim, now) + math.ceil(self.renew_s))
-            else:  # (a run lease longer than the message lease's renewals: beaten when due)
-                running[key] = self._lease_left(held_claim, now)
         by_queue: dict[str, list[_Held]] = {}
         for held in due:
             by_queue.setdefault(held.queue_url, []).append(held)
         for queue_url, items in by_queue.items():
-            lease = {h.receipt: running.get((h.queue_url, h.receipt), self.message_lease_s) for h in items}
             writes.append(
-                self._beats.submit(("renew", queue_url), functools.partial(self._renew, items, lease, now))
+                self._beats.submit(
+                    ("renew", queue_url), functools.partial(self._renew, items, by_message, now)
+                )
             )
         if due:
             # A batch that outlives its first lease margin holds a long run: the events its claims
@@ -381,18 +379,38 @@ class LeaseKeeper:
         last = claim.last_heartbeat
         return last is None or (now - last).total_seconds() >= self.beat_s
 
-    def _lease_left(self, claim: Claim, now: datetime) -> int:
-        """The whole seconds left (rounded up) of the lease of ``claim``'s record, as last written:
-        its message, renewed without a heartbeat, comes back as the record's lease lapses."""
-        execution = claim.execution
-        lapses = execution.lease_until if execution is not None else None
-        if lapses is None:
-            return self.lease_s
-        return max(1, min(self.lease_s, math.ceil((lapses - now).total_seconds())))
+    def _lapsing(
+        self, due: list[_Held], by_message: dict[tuple[str, str], Claim], now: datetime
+    ) -> list[_Held]:
+        """``due`` less the messages of runs whose lease ends now: their visibility, not renewed in
+        time (a renewal failing, or under way too long, or a process frozen), may lapse before
+        another renewal lands, and the message's return is a takeover. Their runs are let go of
+        (:meth:`Leases.message_lapsing <punctual.execution.lease.Leases.message_lapsing>`)."""
+        keep = []
+        for held in due:
+            claim = by_message.get((held.queue_url, held.receipt))
+            if claim is not None and now >= self._lapses(held):
+                self._let_go(held, claim)
+            else:
+                keep.append(held)
+        return keep
 
-    def _renew(self, items: list[_Held], lease: dict[str, int], now: datetime) -> None:
-        """One queue's held messages due: a fresh lease of visibility each (``lease``, by receipt),
-        ten a request.
+    def _lapses(self, held: _Held) -> datetime:
+        """When a held run's message must be renewed by: its visibility's end less the slack."""
+        return held.since + timedelta(seconds=self.message_lease_s - LAPSE_SLACK_S)
+
+    def _let_go(self, held: _Held, claim: Claim) -> None:
+        with self._lock:
+            self._held.pop((held.queue_url, held.receipt), None)
+        self.worker.leases.message_lapsing(claim)
+
+    def _renew(self, items: list[_Held], claims: dict[tuple[str, str], Claim], now: datetime) -> None:
+        """One queue's held messages due: a fresh message lease of visibility each, ten a request.
+
+        A run's message (``claims``, by queue and receipt) whose renewal failed is tried again at
+        the next step while that still lands before its visibility ends; past that its run is let
+        go of (:meth:`_lapsing`). Any other message that failed is held no more (its visibility
+        brings it back).
 
         Only those still held as it is sent: one released since the step picked it (its run let
         go, its batch returned it) is not hidden again (it waited for a beat thread, behind slow
@@ -405,17 +423,31 @@ class LeaseKeeper:
             return
         try:
             receipts = [h.receipt for h in items]
-            failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, lease))
-        except Exception:
+            failed = set(
+                self.worker.queues.change_visibility_batch(queue_url, receipts, self.message_lease_s)
+            )
+            answered = True
+        except Exception:  # (every message is tried again at the next step)
             log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
-            return
-        self.worker.metrics.add("VisibilityRenewals", len(items))
+            failed, answered = {h.receipt for h in items}, False
+        self.worker.metrics.add("VisibilityRenewals", len(items) - len(failed))
+        last_try = now + timedelta(seconds=self.tick_s)
+        lapsing: list[tuple[_Held, Claim]] = []
         with self._lock:
             for held in items:
-                if held.receipt in failed:
-                    self._held.pop((queue_url, held.receipt), None)
-                elif (queue_url, held.receipt) in self._held:
-                    held.since = now
+                key = (queue_url, held.receipt)
+                if held.receipt not in failed:
+                    if key in self._held:
+                        held.since = now
+                    continue
+                claim = claims.get(key)
+                if claim is None:
+                    if answered:  # refused for it alone: its visibility brings it back
+                        self._held.pop(key, None)
+                elif last_try >= self._lapses(held):  # no later step renews it in time
+                    lapsing.append((held, claim))
+        for held, claim in lapsing:
+            self._let_go(held, claim)
 
     def _beater(self, claim: Claim, message: bool | None) -> Callable[[], None]:
         """The heartbeat of ``claim`` (``message=None``: when its lease asks for it)."""

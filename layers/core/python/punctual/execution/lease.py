@@ -1,37 +1,41 @@
 """The lease of a running attempt: heartbeat, stop, and hand back on shutdown.
 
-A lease is seconds on both lanes (``lease_s``, 8 by default): the claim writes ``lease_until``
-that far ahead. A message received is leased for less, the *message lease* (``message_lease_s``,
-7 s: the Lambda lane sets it when its batch arrives, :mod:`punctual.execution.batch`; the ECS
-worker's receive asks for it, and its keeper holds a claimed run's message from the claim), so
-that a worker that dies gives back what it had not started within it, by SQS's clock alone. A
-*run's* message back at the message lease is judged by the receiver's clock, though: a live worker
-frozen past 7 s in its run's first renewal period (before a renewal puts the message on the
-record's lease) is taken over by a taker whose clock is 1 s or more ahead (within
-:data:`~punctual.runtime.settings.CLOCK_SKEW_S`), as its next attempt, fenced by its higher token
-``<job_id>:<slot>:<attempt>`` (docs/delivery.md); with clocks in step, only after the record's lease.
-A run that outlives :func:`beat_interval_s` (1 s at the 8 s lease) is heartbeated: each heartbeat
-extends ``lease_until`` (a conditional write on owner and attempt) and the message's visibility to
-a fresh lease, so a worker that dies is noticed within a lease and its run is taken over by the
-next claim of the returning message. Runs shorter than the first heartbeat interval write nothing
-more; one whose worker dies before its first heartbeat has its message back at the message lease,
-under a live lease: the claim returns it until the lease lapses, then takes the run over.
+A run holds two leases of seconds, on both lanes:
 
-**Clock skew.** ``lease_until`` is the holder's clock; the worker that reads it to take the run
+* **Its message's**, the *message lease* (``message_lease_s``, 7 s): the visibility of every
+  message a worker holds, running or not (a Lambda batch's, set as it arrives,
+  :mod:`punctual.execution.batch`; an ECS task's, set by its receive), renewed by the lease keeper
+  every 5 s while the worker holds it (:mod:`punctual.execution.keeper`), by SQS's clock alone.
+  The claim names the message's receive in the record's owner
+  (:func:`punctual.execution.records.claim_owner`), so **the run's own message received again is
+  its lease lapsed** (:func:`~punctual.execution.records.message_back`): the next worker takes the
+  run over at once, whatever the record says and whatever the two workers' clocks. A worker that
+  dies has its runs started again within the message lease of its death. The holder, for its
+  part, lets go of a run before its message could be back: a renewal failing until
+  :data:`LAPSE_SLACK_S` before the visibility it last set could end stops the run (the Lambda
+  lane), or lets the message go (the ECS lanes: deleted, the run goes on under its backstop
+  LEASE timer), and a run paused past it does not call its target (:meth:`Leases.held_for_call`).
+* **Its record's** (``lease_s``, 12 s): ``lease_until``, written by the claim and extended by
+  heartbeats every :func:`beat_interval_s` (5 s) while the run lasts: a conditional write on owner
+  and attempt, by which a worker whose run was taken over learns it. It is what judges the run
+  for every reader but its own message: a copy of the message (the pollers' takeover, a re-send,
+  a Region's), the pollers' checks and the backstop LEASE timers. Runs shorter than the first
+  heartbeat interval write nothing more.
+
+**Clock skew.** ``lease_until`` is the holder's clock; a worker that reads it to take the run
 over compares it with its own, which may be :data:`~punctual.runtime.settings.CLOCK_SKEW_S` ahead
 and see the lease end that much early. So a heartbeat comes the skew and :data:`BEAT_SLACK_S`
 before the lease ends, and a holder whose store fails stops its run before the earliest instant
 another worker may see the lease lapsed (QA29: with the 8 s lease beaten every 5 s, a worker 2.5 s
-ahead of a live run's took it over and called the target a second time; at 5 s it took over
-every run past 3 s). A run whose worker died is still taken over within the lease, 8 s, with
-clocks in step.
+ahead of a live run's took it over and called the target a second time). The message's lease has
+no such margin to keep: one clock, SQS's, times it.
 
 The ECS lanes (``lease_timers``) also keep a *backstop*: a LEASE timer due ``backstop_s`` ahead
 (the far threshold plus a minute, so it lands in a far bucket, never in the few near ones a
 burst would crowd), re-written every half of that while the run lasts. It recovers a run whose
-message was lost (visibility past SQS's 12 hours, a stale receipt); the message recovers every
-other death in seconds. The Lambda lane's message always comes back (at worst after the queue's
-visibility timeout): it writes no backstop.
+message was lost or let go of (SQS's 12 hours of visibility, a stale receipt, renewals that
+failed); the message recovers every other death in seconds. The Lambda lane's message always
+comes back (at worst after the queue's visibility timeout): it writes no backstop.
 
 A run is *stopped* (:meth:`Leases.stop`) when its lease is lost, or when the worker shuts down:
 ``claim.cancel`` is set, the target adapter cuts its call short, and the run is handed back
@@ -48,7 +52,7 @@ from botocore.exceptions import ClientError
 
 from punctual.delivery.targets.base import transient_aws_error
 from punctual.dispatch.queues import THROTTLE_CODES, MessageKind, QueuePort, message_for
-from punctual.execution.ports import Claim, ClaimOutcome, FinishResult, WorkerConfig
+from punctual.execution.ports import Claim, ClaimOutcome, Delivery, FinishResult, WorkerConfig
 from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
 from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
 from punctual.runtime.clock import Clock
@@ -61,10 +65,14 @@ log = logging.getLogger("punctual.execution")
 SHUTDOWN = "shutdown"  # Claim.stop_reason of a run stopped because its worker shuts down
 # A heartbeat lands this long before a worker whose clock is CLOCK_SKEW_S ahead of its holder's
 # sees the lease end: the lease keeper's tick (a beat comes up to a second after it is due) and a
-# write's time. With the 8 s lease, a run is first heartbeated a second after its claim, then each second.
+# write's time. With the 12 s lease, a run is first heartbeated 5 s after its claim, then each 5 s.
 BEAT_SLACK_S = 2.0
 # A heartbeat that failed is tried again within this (the lease keeper's tick)
 BEAT_RETRY_S = 1.0
+# A run lets go of its message (stops, or on the ECS lanes lets the message go) this long before
+# the message's visibility, last set by a request sent at a known instant, could end: the message
+# back is a takeover (punctual.execution.records.message_back), whatever the record says.
+LAPSE_SLACK_S = 0.5
 
 
 def beat_interval_s(lease_s: float) -> float:
@@ -139,6 +147,9 @@ class Leases:
         self.metrics = metrics
         # Each heartbeat's run, counted for its tenant's cap (the worker sets it: execution.inflight)
         self.on_beat: Callable[[Claim, datetime], None] | None = None
+        # Until when a message the lease keeper holds is surely hidden; None when it holds none
+        # such (the keeper sets it: execution.keeper.LeaseKeeper.held_until)
+        self.held_until: Callable[[Delivery], datetime | None] | None = None
 
     def lease_s(self, job: Job) -> int:
         """One lease slice (both lanes), extended by heartbeats while the run lasts."""
@@ -197,21 +208,57 @@ class Leases:
             self.on_beat(claim, now)
         self.keep_backstop(claim, job, extended, now)
         delivery = claim.delivery
-        if message and delivery is not None and not claim.detached:
-            try:
-                self.queues.change_visibility(delivery.queue_url, delivery.receipt, self.lease_s(job))
-            except Exception as exc:
-                if _refused_for_now(exc):
-                    # A throttle, a 5xx, a lost connection: the message is kept and the next beat
-                    # renews it (QA27: one such answer let go of the message for good, and a run
-                    # lost later was recovered by its LEASE timer, minutes on, not within 10 s).
-                    log.warning("could not renew %s %s's message: next beat", job.id, current.slot)
-                    return True
-                # SQS caps a message's visibility at 12 hours in all. Past that (or if the
-                # receipt went stale) let go of the message: the LEASE timers recover the run.
-                log.info("detaching %s %s from its message", job.id, current.slot, exc_info=True)
-                self._detach(claim)
+        if message and delivery is not None and not claim.detached and self._held(delivery) is None:
+            return self._hide(claim, delivery, now)
         return True
+
+    def _held(self, delivery: Delivery) -> datetime | None:
+        """Until when the lease keeper keeps ``delivery``'s message hidden; None: not held there."""
+        return None if self.held_until is None else self.held_until(delivery)
+
+    def _hide(self, claim: Claim, delivery: Delivery, now: datetime) -> bool:
+        """A heartbeat's renewal of a message the lease keeper does not hold: hidden a message
+        lease more. The message back is a takeover (:func:`punctual.execution.records.message_back`),
+        so a renewal that fails when the next beat would come after it lapses stops the run."""
+        lease = self.config.message_visibility_s
+        try:
+            self.queues.change_visibility(delivery.queue_url, delivery.receipt, lease)
+        except Exception as exc:
+            if _refused_for_now(exc):
+                # A throttle, a 5xx, a lost connection: tried again at the next beat while that
+                # comes before the message is back (QA27: one such answer let go of the message for
+                # good, and a run lost later was recovered by its LEASE timer, minutes on)
+                until = claim.message_until
+                if until is not None and now + timedelta(seconds=self.beat_s + LAPSE_SLACK_S) >= until:
+                    self.message_lapsing(claim)
+                    return False
+                log.warning(
+                    "could not renew %s %s's message: next beat", claim.message.job_id, claim.message.slot
+                )
+                return True
+            # SQS caps a message's visibility at 12 hours in all. Past that (or if the receipt
+            # went stale) let go of the message: the LEASE timers recover the run.
+            log.info(
+                "detaching %s %s from its message", claim.message.job_id, claim.message.slot, exc_info=True
+            )
+            self.message_lapsing(claim)
+            return claim.live
+        claim.message_until = now + timedelta(seconds=lease)
+        return True
+
+    def message_lapsing(self, claim: Claim) -> None:
+        """``claim``'s message could not be kept hidden and may come back, which is a takeover of
+        its run: on the ECS lanes (``lease_timers``) the message is let go of (deleted) and the run
+        goes on, its backstop LEASE timer recovering it should its worker die; otherwise (the
+        Lambda lane), or when the delete fails, the run is stopped now."""
+        if self.config.lease_timers and self._detach(claim):
+            log.warning(
+                "%s %s let go of its message: its backstop timer keeps it",
+                claim.message.job_id,
+                claim.message.slot,
+            )
+            return
+        self._lose(claim, "could not keep its message hidden")
 
     def heartbeat_if_due(self, claim: Claim) -> bool:
         """Beat when :attr:`beat_s` has passed since the claim or the last beat; report the lease.
@@ -245,9 +292,21 @@ class Leases:
         with claim.lock:
             if not claim.live:
                 return False
+            if self._message_lapsed(claim):
+                self._lose(claim, "lapsed with its message's visibility before its call")
+                return False
             if not self.due(claim):
                 return True
             return self._beat_or_hold(claim, lambda: self._heartbeat(claim, False), "renewal before its call")
+
+    def _message_lapsed(self, claim: Claim) -> bool:
+        """Whether ``claim``'s message may be visible again by now (its renewals stalled: a process
+        paused): its return would be a takeover."""
+        delivery = claim.delivery
+        if delivery is None or claim.detached:
+            return False
+        until = self._held(delivery) or claim.message_until
+        return until is not None and self.clock.now() >= until - timedelta(seconds=LAPSE_SLACK_S)
 
     @staticmethod
     def _beat_or_hold(claim: Claim, beat: Callable[[], bool], what: str) -> bool:
@@ -310,15 +369,17 @@ class Leases:
         self.metrics.add("LeasesLost", 1)
         log.warning("lease of %s %s %s: the run is stopped", claim.message.job_id, claim.message.slot, how)
 
-    def _detach(self, claim: Claim) -> None:
+    def _detach(self, claim: Claim) -> bool:
+        """Let go of ``claim``'s message (deleted: it never comes back); whether it was."""
         delivery = claim.delivery
+        if delivery is not None:
+            try:
+                self.queues.delete(delivery.queue_url, delivery.receipt)
+            except Exception:
+                log.warning("could not delete a detached message", exc_info=True)
+                return False
         claim.detached = True
-        if delivery is None:
-            return
-        try:
-            self.queues.delete(delivery.queue_url, delivery.receipt)
-        except Exception:
-            log.warning("could not delete a detached message", exc_info=True)
+        return True
 
     def release(self, claim: Claim) -> bool:
         """Hand a running attempt back (shutdown): another worker takes it over at once.

@@ -67,11 +67,18 @@ class MemoryFailureSink:
 
 @dataclass(frozen=True)
 class Delivery:
-    """Where a message came from, so the worker can return it or extend its visibility."""
+    """Where a message came from, so the worker can return it or extend its visibility.
+
+    ``message_id`` (SQS's, the same at every receive) and ``receive_count`` name this receive of
+    it: a claim writes them into its record's owner, so that the same message received again
+    proves by SQS's clock alone that the run's lease lapsed (:func:`punctual.execution.records.
+    message_back`). Empty: a message of no queue (tests, a hand-made delivery): the record's
+    ``lease_until`` alone judges the lease."""
 
     queue_url: str
     receipt: str
     receive_count: int = 1
+    message_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,12 +94,13 @@ class WorkerConfig:
     retention_days
         The execution record's TTL.
     lease_s
-        The lease of a running attempt on both lanes: ``lease_until`` is set this far ahead at the
-        claim and by each heartbeat, and so is the run's message's visibility by each heartbeat.
+        The lease of a running attempt's record on both lanes: ``lease_until`` is set this far
+        ahead at the claim and by each heartbeat (every :func:`punctual.execution.lease.beat_interval_s`).
     message_lease_s
-        The lease of a message received and not started (or whose run ended, not yet deleted):
-        its visibility, set by the receive (ECS) or the batch's hold (Lambda) and renewed with the
-        heartbeats; at most ``lease_s`` is used (:attr:`message_visibility_s`).
+        The lease of every message a worker holds (running or not): its visibility, set by the
+        receive (ECS) or the batch's hold (Lambda) and renewed by the lease keeper; a run's message
+        back is its run's lease lapsed (:func:`punctual.execution.records.message_back`). At most
+        ``lease_s`` is used (:attr:`message_visibility_s`).
     lease_timers
         True for the ECS workers: a backstop LEASE timer (``backstop_s`` ahead) recovers a run
         whose message was lost. False for the Lambda worker, whose message always returns.
@@ -122,7 +130,7 @@ class WorkerConfig:
     short_queue_urls: tuple[str, ...] = ()
     long_queue_urls: tuple[str, ...] = ()
     retention_days: int = 30
-    lease_s: int = 8  # (Settings.lease_s)
+    lease_s: int = 12  # (Settings.lease_s)
     message_lease_s: int = 7  # (Settings.message_lease_s)
     lease_timers: bool = False
     backstop_s: int = 240
@@ -193,6 +201,9 @@ class Claim:
     unmarked: bool = False  # a chain's last slot whose job could not be marked COMPLETED at its claim
     resent: bool = False  # WAITING, sent afresh near the dead-letter limit: delete this message
     last_heartbeat: datetime | None = None
+    # A message the lease keeper does not hold (execution.keeper): the instant by the worker's clock
+    # until which its heartbeats hid it (its visibility set), unknown (None) before the first
+    message_until: datetime | None = None
     backstop_due: datetime | None = None  # the ECS lanes' backstop LEASE timer (execution.lease)
     in_flight: tuple[
         int, ...

@@ -16,7 +16,7 @@ from typing import Any
 
 from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import DispatchMessage
-from punctual.execution.ports import WorkerConfig
+from punctual.execution.ports import Delivery, WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
 from punctual.models.base import BIDI_FORMATTING
 from punctual.models.executions import RELEASED_NOTE as RELEASED_NOTE
@@ -74,6 +74,41 @@ def new_owner() -> str:
     return owner_of(os.urandom(16))
 
 
+def claim_owner(message_id: str, receive_count: int) -> str:
+    """The owner of a claim made from one receive of a queued message: fresh, and naming the
+    message (``<16 hex>~<receive count>~<SQS message id>``) so that :func:`message_back` can tell
+    its return; :func:`new_owner` for a message of no queue (no ``message_id``)."""
+    if not message_id:
+        return new_owner()
+    return f"{os.urandom(8).hex()}~{receive_count}~{message_id}"
+
+
+def owner_for(delivery: Delivery | None) -> str:
+    """The owner of a claim of the message ``delivery`` brought (:func:`claim_owner`)."""
+    return new_owner() if delivery is None else claim_owner(delivery.message_id, delivery.receive_count)
+
+
+def back_of(current: Execution | None, delivery: Delivery | None) -> bool:
+    """Whether ``delivery`` brings back the message of ``current``'s run (:func:`message_back`)."""
+    if current is None or delivery is None:
+        return False
+    return message_back(current.owner, delivery.message_id, delivery.receive_count)
+
+
+def message_back(owner: str | None, message_id: str, receive_count: int) -> bool:
+    """Whether a receive of ``message_id`` (its ``receive_count``-th) is the message of the run
+    ``owner`` claims, received again since that claim: its visibility, which the run's worker
+    keeps renewed (``message_lease_s``) and stops its run before it ends, lapsed by SQS's own
+    clock. The run's lease is then lost whatever the record's ``lease_until`` says and whatever
+    the clocks of the two workers (:mod:`punctual.execution.lease`)."""
+    if not message_id or not owner:
+        return False
+    parts = owner.split("~", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    return parts[2] == message_id and receive_count > int(parts[1])
+
+
 def owner_of(raw: bytes) -> str:
     """``uuid.UUID(bytes=raw, version=4).hex``: the RFC 4122 variant and version 4 bits set (on the
     bytes: half the time of the same on a 128-bit integer)."""
@@ -108,9 +143,15 @@ def _message_fields(message: DispatchMessage, status: ExecutionStatus) -> dict[s
 
 
 def running(
-    base: Execution | None, message: DispatchMessage, now: datetime, lease_s: int, **more: Any
+    base: Execution | None,
+    message: DispatchMessage,
+    now: datetime,
+    lease_s: int,
+    owner: str | None = None,
+    **more: Any,
 ) -> Execution:
-    """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields).
+    """``base`` as a RUNNING attempt of ``message``, owned by ``owner`` (:func:`owner_for`; None: a
+    fresh one of no message) (``more``: further fields).
 
     The record keeps ``base.job_version``: the version its slot was released for, whose spec
     every attempt of the slot runs (:mod:`punctual.execution.versions`). ``base`` None: a slot
@@ -123,7 +164,7 @@ def running(
         "finished_at": None,
         "error": None,
         "result": None,
-        "owner": new_owner(),
+        "owner": owner or new_owner(),
         "lease_until": now + timedelta(seconds=lease_s),
         **more,
     }
@@ -257,10 +298,13 @@ def skipped_record(base: Execution, now: datetime, why: str, **more: Any) -> Exe
     )
 
 
-def lost_run_of_a_gone_job(current: Execution, now: datetime) -> tuple[Execution, Expect] | None:
-    """A deleted job's run whose lease lapsed (its worker was lost): ended TIMED_OUT, not taken
-    over, as its owner's write would be; None when it is not such a run."""
-    lapsed = current.lease_until is not None and current.lease_until <= now
+def lost_run_of_a_gone_job(
+    current: Execution, now: datetime, message_back: bool = False
+) -> tuple[Execution, Expect] | None:
+    """A deleted job's run whose lease lapsed (its worker was lost; ``message_back``: its own
+    message came back, :func:`message_back`): ended TIMED_OUT, not taken over, as its owner's
+    write would be; None when it is not such a run."""
+    lapsed = message_back or (current.lease_until is not None and current.lease_until <= now)
     if current.status is not ExecutionStatus.RUNNING or not lapsed:
         return None
     ended = current.ended(ExecutionStatus.TIMED_OUT, now, f"{LEASE_LOST_NOTE}; not taken over: {GONE_NOTE}")

@@ -119,6 +119,7 @@ class SqsBatch:
                 "queue_url": queue_url_of(record["eventSourceARN"], self.worker.config),
                 "receipt": record["receiptHandle"],
                 "receive_count": int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
+                "message_id": str(record.get("messageId") or ""),
             },
         )
         try:

@@ -3,11 +3,12 @@
 It long-polls the long queue(s) (or, with ``PUNCTUAL_WORKER_LANE=short``, the short ones: the
 standing burst workers beside the worker Lambda) and runs up to ``concurrency`` executions at once, one thread
 each, through the same core as the Lambda worker (:mod:`punctual.execution`): its receive sets
-each message's visibility to the message lease (seconds, ``PUNCTUAL_MESSAGE_LEASE_S``, 8 s: a task
-that dies gives back what it had not started within it), and a heartbeat thread
-(:class:`punctual.execution.keeper.LeaseKeeper`) renews the lease of every run that outlives its
-first beat (``lease_until`` and the message's visibility, ``PUNCTUAL_LEASE_S``, 10 s), with a
-backstop LEASE timer, a far timer, re-written every two minutes or so.
+each message's visibility to the message lease (seconds, ``PUNCTUAL_MESSAGE_LEASE_S``, 7 s: a task
+that dies gives back within it what it held, started or not: a run's message back is its
+takeover), and a heartbeat thread (:class:`punctual.execution.keeper.LeaseKeeper`) renews that
+visibility every 5 s while it holds a message, and the record's lease of every run that outlives
+its first beat (``lease_until``, ``PUNCTUAL_LEASE_S``, 12 s), with a backstop LEASE timer, a far
+timer, re-written every two minutes or so.
 
 On SIGTERM (ECS stops a task: scale-in, deploy) it
 
@@ -325,10 +326,10 @@ class WorkerService:
         ``received_at``: when its visibility was last set to the message lease (now if None). A
         claimed run's message is held by the keeper (:meth:`LeaseKeeper.adopt
         <punctual.execution.keeper.LeaseKeeper.adopt>`, no request) from its claim to its finish:
-        renewed for what is left of the record's lease each renewal, so it never comes back under
-        a live run whatever ``lease_s`` (QA30)."""
+        renewed a message lease at a time, so it never comes back under a live run (QA30), and
+        comes back within one when the task dies (its return is the takeover)."""
         me = threading.current_thread()
-        delivery = Delivery(url, item.receipt, item.receive_count)
+        delivery = Delivery(url, item.receipt, item.receive_count, item.message_id)
         try:
             if self._stop.is_set():
                 self._give_back(url, item)

@@ -65,23 +65,25 @@ class Settings(BaseModel):
     arn_region: str = Field(default="", max_length=32, pattern=r"^[a-z0-9-]*$")
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
-    # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
-    # record's lease_until this far ahead, heartbeats renew it and its message's visibility while
-    # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: every second). A worker that dies
-    # mid-run is noticed within it: its run's message returns, and the run is taken over, at most 8 s
-    # after the death. A slot whose worker died at its claim adds to that the time from its release
-    # to its claim, which a loaded machine makes a second or two (the local chaos run: 10.2 s late
-    # with a 10 s lease, 10.1 s with 9 s, its claim 1.1 s after the release; an ECS task's claim
-    # 2 s after it), so the lease leaves that much of the 10 s bound. Shorter leases allow less
-    # clock skew between workers (punctual.execution.lease).
-    lease_s: int = Field(default=8, ge=5, le=3600)
-    # The lease of a message received and not started (both lanes: a Lambda batch's, an ECS or
-    # burst task's receive): its visibility, renewed by the same steps of the lease keeper while
-    # the worker holds it, so a worker that dies gives it back within this (by SQS's clock). It
-    # can be shorter than lease_s (at most that is used), at a price in clock skew: a live worker
-    # frozen past it in its run's first renewal period (1 s) is taken over by a worker whose clock
-    # is 1 s or more ahead (it judges the record's lease by its own), as the next attempt, fenced
-    # by its higher token (docs/delivery.md); with clocks in step, only after lease_s.
+    # The lease of a running attempt's record, on both lanes (punctual.execution.lease): the claim
+    # sets lease_until this far ahead and heartbeats renew it while the run lasts, every lease_s
+    # less CLOCK_SKEW_S and 2 s (5 s), so a run shorter than that writes nothing more. It is what
+    # the pollers' checks, the backstop LEASE timers and any other copy of the run's message judge
+    # the run by (with the clock skew allowed for). A worker that dies mid-run is noticed sooner,
+    # by its message: see message_lease_s.
+    lease_s: int = Field(default=12, ge=5, le=3600)
+    # The lease of every message a worker holds (both lanes: a Lambda batch's, an ECS or burst
+    # task's receive; running or not): its visibility, renewed by the lease keeper every
+    # message_lease_s less 2 s (5 s) while the worker holds it, by SQS's clock alone. A worker that
+    # dies gives back what it had not started within this, and a run's message back is its lease
+    # lapsed (the claim's owner names the message's receive: punctual.execution.records.message_back):
+    # the next worker takes the run over at once, whatever the record's lease_until and the
+    # workers' clocks say, so a run whose worker died is started again at most this long after the
+    # death. A worker whose renewals of a run's message fail until just before it could be back
+    # stops the run (an ECS task lets the message go instead, its backstop timer keeping the run).
+    # A slot whose worker died at its claim adds the time from its release to its claim, a second
+    # or two on a loaded machine (the local chaos run: an ECS task's claim 2 s after it), so this
+    # leaves that much of the 10 s bound.
     message_lease_s: int = Field(default=7, ge=5, le=3600)
     # A message the poller sent to the Lambda lane that no worker has claimed this long after is
     # sent again under another message group (punctual.dispatch.polling.resend): a worker that died before
