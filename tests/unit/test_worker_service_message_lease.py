@@ -116,3 +116,39 @@ def test_a_claimed_run_adds_no_visibility_request_at_its_claim(
     assert service._execute(queue, item)
     # Then no visibility request was made for it: the receive's message lease covered it
     assert requests == []
+
+
+@pytest.mark.parametrize("queue, runtime", LANES)
+def test_a_claim_slower_than_the_message_lease_keeps_its_message_from_a_peer(
+    t0: datetime, queue: str, runtime: str
+) -> None:
+    # Given a task whose claim takes 12 s (the store retrying its write) while its keeper steps each
+    # second, and a peer receiving and claiming whatever it sees, each second
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    job = rig.add_job(runtime=runtime)
+    peer = rig.worker(lease_timers=True, target=FakeTarget())
+    worker = rig.worker(lease_timers=True, target=FakeTarget())
+    service = WorkerService(worker, [queue], wait_s=0)
+    seen_by_peer: list[str] = []
+    original = worker.claim
+
+    def slow_claim(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        for _ in range(12):
+            rig.clock.advance(1.0)
+            service.keeper.step()
+            for got in rig.queues.receive(queue, 10, 0, peer.config.message_visibility_s):
+                delivery = Delivery(queue, got.receipt, got.receive_count, got.message_id)
+                seen_by_peer.append(peer.claim(got.message, delivery).outcome.value)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    worker.claim = slow_claim  # type: ignore[method-assign]
+    rig.send(rig.message(job, t0), queue=queue)
+    [item] = rig.queues.receive(queue, 1, 0, worker.config.message_visibility_s)
+    # When its claim lands, 12 s after the receive (past the 7 s message lease), and it runs
+    assert service._execute(queue, item, rig.clock.now())
+    # Then the message stayed hidden throughout (held from its receive, not from its claim): the
+    # peer never saw it (its return would have been the run's takeover), and the slot ran once
+    assert seen_by_peer == []
+    record = rig.store.get_execution(job.tenant, job.id, item.message.slot)
+    assert record is not None and (record.status.value, record.attempt) == ("SUCCEEDED", 1)
+    assert service.keeper.held == 0

@@ -323,9 +323,9 @@ class WorkerService:
     def _execute(self, url: str, item: Received, received_at: datetime | None = None) -> bool:
         """Claim, run and finish one message; False if it was left in the queue.
 
-        ``received_at``: when its visibility was last set to the message lease (now if None). A
-        claimed run's message is held by the keeper (:meth:`LeaseKeeper.adopt
-        <punctual.execution.keeper.LeaseKeeper.adopt>`, no request) from its claim to its finish:
+        ``received_at``: when its visibility was last set to the message lease (now if None). The
+        message is held by the keeper (:meth:`LeaseKeeper.adopt
+        <punctual.execution.keeper.LeaseKeeper.adopt>`, no request) from before its claim to its finish:
         renewed a message lease at a time, so it never comes back under a live run (QA30), and
         comes back within one when the task dies (its return is the takeover)."""
         me = threading.current_thread()
@@ -334,8 +334,13 @@ class WorkerService:
             if self._stop.is_set():
                 self._give_back(url, item)
                 return False
+            # Held from its receive, not from its claim: a claim slower than the message lease (a
+            # store retrying) keeps its message hidden, so the message never comes back (the
+            # run's takeover) under a claim that is still to write its record (review)
+            self.keeper.adopt(url, item.receipt, received_at or self.worker.clock.now())
             claim = self.worker.claim(item.message, delivery)
             if not claim.claimed:
+                self.keeper.release(url, item.receipt)  # (a WAITING message's visibility is the core's)
                 if claim.ack:
                     self.queues.delete(url, item.receipt)  # batched (BatchedDeletes)
                 return claim.ack  # a WAITING message had its visibility set by the core
@@ -346,7 +351,6 @@ class WorkerService:
                 self.worker.release(claim)
                 self.worker.in_flight.ended(claim)  # (counted at its start: never run)
                 return False
-            self.keeper.adopt(url, item.receipt, received_at or self.worker.clock.now())
             try:
                 with self.worker.live.running(claim):  # heartbeated while it runs
                     finished = self.worker.finish(claim, self.worker.run(claim))
