@@ -8,7 +8,7 @@ workers) and ``maxLongRunsInFlightPerTenant`` on the ECS long lane (:class:`Work
 
 **Counting.** Only runs that outlive their first lease are counted: they already write a heartbeat
 every few seconds (:mod:`punctual.execution.lease`), and the first heartbeat of each window of
-:attr:`RunsInFlight.window_s` (:data:`WINDOW_BEATS` heartbeat intervals: 12 s at the 10 s lease, so
+:attr:`RunsInFlight.window_s` (:data:`WINDOW_BEATS` heartbeat intervals: 20 s at the 12 s lease, so
 every live run beats in every window; a quarter more writes than the beats') also adds one to its
 lane and tenant's counter of that window, on one of :data:`~punctual.store.inflight.IN_FLIGHT_SHARDS`
 items (a hash of its job and slot). A run that ends takes its marks back (:meth:`RunsInFlight.ended`,
@@ -38,7 +38,7 @@ together, those waiting at its cap when a wave of its hanging runs ends, are see
 within :data:`READ_EVERY_S`, not after their first heartbeat.
 
 **What it does not bound: the first wave.** A tenant not yet listed is counted from its runs' first
-heartbeat (3 s after their start), and a worker sees the list up to :data:`READ_EVERY_S` later, so
+heartbeat (5 s after their start), and a worker sees the list up to :data:`READ_EVERY_S` later, so
 the runs of a tenant that start within those seconds, before any is counted, all start, up to the
 lane's workers: a burst of hanging slots at one instant. The cap bounds what is in flight from then
 on.

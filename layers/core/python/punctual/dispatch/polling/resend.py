@@ -91,7 +91,7 @@ log = logging.getLogger("punctual.dispatch.polling")
 RESEND_AFTER_S = 4.0  # longer than a healthy worker takes to claim (claims are sub-second)
 MAX_RESENDS = 3
 # A claimed slot's record is read again this long after its lease's end: a live worker renews its
-# lease well before it ends (the clock skew and 2 s before: every 3 s at the 10 s lease), so a
+# lease well before it ends (the clock skew and 2 s before: every 5 s at the 12 s lease), so a
 # lease lapsed this long means a lost worker.
 LAPSED_AFTER_S = 1.0
 MAX_TAKEOVERS = 3  # takeover copies the watch sends for one message, at most
