@@ -8,6 +8,7 @@ record (:func:`punctual.dispatch.polling.unrun.ended_for_gone`) without running 
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from execution_harness import LAYOUT, LONG, SHORT, Crash, FakeTarget, Rig
 from factories import job, spec
 from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.polling.unrun import ended_for_gone
-from punctual.dispatch.queues import MemoryQueues
+from punctual.dispatch.queues import MemoryQueues, MessageKind
 from punctual.execution.versions import earlier_jobs_end
 from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.clock import ManualClock
@@ -157,19 +158,27 @@ def test_a_lambda_lane_run_whose_worker_died_after_its_job_was_deleted_ends_time
         rig.work(dying, SHORT, visibility_s=10)
     running = rig.store.get_execution("default", "job-1", slot_key(first))
     assert running is not None and running.status is ExecutionStatus.RUNNING and running.lease_until
-    # When the job is deleted, and the message comes back while the run's lease is still live
+    # When the job is deleted, and a copy of the slot (the pollers' takeover: another message)
+    # arrives while the run's lease is still live
     jobs.delete("default", "job-1")
     survivor = rig.worker(lease_s=60)
-    rig.clock.set(first + timedelta(seconds=11))
+    rig.clock.set(first + timedelta(seconds=5))
+    copy = dataclasses.replace(rig.message(job, first, attempt=2, kind=MessageKind.TAKEOVER), resend=1)
+    rig.send(copy)  # (in a group of its own, as the watch's: the slot's is held by the original)
     waited = rig.work(survivor, SHORT, visibility_s=10)
-    # Then it waits for the lease (its worker may still end it), and once it lapsed, the run ends
+    # Then it waits for the lease (its worker may still end it)
     assert [r.outcome for r in waited] == ["waiting"], waited
     assert rig.store.get_execution("default", "job-1", slot_key(first)).status is ExecutionStatus.RUNNING  # type: ignore[union-attr]
-    rig.clock.set(running.lease_until + timedelta(seconds=2))
-    rig.work_until_idle(survivor, SHORT)
+    # And when the run's own message comes back (its visibility lapsed: the run's lease, by SQS's
+    # clock, whatever the record's), the run ends at once, not taken over
+    rig.clock.set(first + timedelta(seconds=11))
+    assert rig.clock.now() < running.lease_until
+    rig.work(survivor, SHORT, visibility_s=10)
     ended = rig.store.get_execution("default", "job-1", slot_key(first))
     assert ended is not None and ended.status is ExecutionStatus.TIMED_OUT, ended
     assert "not taken over: the job was deleted" in (ended.error or "")
+    rig.clock.set(running.lease_until + timedelta(seconds=2))
+    rig.work_until_idle(survivor, SHORT)
     assert len(rig.target.calls) == 1
 
 

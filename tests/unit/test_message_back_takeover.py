@@ -206,3 +206,22 @@ def test_a_worker_paused_past_its_message_lease_does_not_call_its_target(t0: dat
     # Then it lets go of the run rather than call the target beside a takeover
     assert not a.leases.held_for_call(claim)
     assert claim.lost and claim.cancel.is_set()
+
+
+def test_one_refused_renewal_is_tried_again_in_time_and_the_run_goes_on(t0: datetime) -> None:
+    # Given a held run on the Lambda lane whose first renewal SQS refuses (a throttle), and no other
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    queues = RefusingQueues(now=rig.clock.now)
+    rig.queues = queues
+    a, keeper, claim, _ = _received_run(rig)
+    refused = 0
+    # When its keeper ticks for half a minute
+    for _ in range(30):
+        rig.clock.advance(TICK_S)
+        queues.refusing = refused == 0 and (rig.clock.now() - t0).total_seconds() >= 5
+        refused += queues.refusing
+        keeper.step()
+        # Then its message never comes back, and the run is never let go of
+        assert rig.queues.receive(SHORT, 1, 0, 900) == []
+    assert refused == 1
+    assert claim.live and not claim.detached and a.leases.held_for_call(claim)

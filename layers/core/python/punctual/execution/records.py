@@ -76,11 +76,11 @@ def new_owner() -> str:
 
 def claim_owner(message_id: str, receive_count: int) -> str:
     """The owner of a claim made from one receive of a queued message: fresh, and naming the
-    message (``<16 hex>~<receive count>~<SQS message id>``) so that :func:`message_back` can tell
+    message (``<8 hex>~<receive count>~<SQS message id>``) so that :func:`message_back` can tell
     its return; :func:`new_owner` for a message of no queue (no ``message_id``)."""
     if not message_id:
         return new_owner()
-    return f"{os.urandom(8).hex()}~{receive_count}~{message_id}"
+    return f"{os.urandom(4).hex()}~{receive_count}~{message_id}"
 
 
 def owner_for(delivery: Delivery | None) -> str:
