@@ -179,6 +179,7 @@ class PunctualConfig:
     poller_reserved_concurrency: int
     queue_count: int
     max_receive_count: int
+    lease_s: int
     worker_batch_size: int
     worker_max_concurrency: int
     worker_memory_mb: int
@@ -267,6 +268,7 @@ class PunctualConfig:
             poller_reserved_concurrency=reader.integer("pollerReservedConcurrency", 0, 10_000),
             queue_count=reader.integer("queueCount", 1, c.MAX_QUEUE_COUNT),
             max_receive_count=reader.integer("maxReceiveCount", 1, 1000),
+            lease_s=reader.integer("leaseS", 5, 3600),
             worker_batch_size=reader.integer("workerBatchSize", 1, 10),
             worker_max_concurrency=reader.integer("workerMaxConcurrency", 2, 1000),
             worker_memory_mb=reader.integer("workerMemoryMb", 128, 10_240),

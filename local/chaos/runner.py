@@ -2,9 +2,9 @@
 
 1. Start ``punctual-local up --no-demo`` with :mod:`local.harness` (free loopback ports,
    its own process group, a private state directory), deploying the synthesised template as
-   it is: the deployment's lease (8 s), heartbeats, queues and restart figures, so that what
-   the run measures is what a deployment does (``visibility_s`` may still lower the short
-   queue's visibility timeout, for experiments).
+   it is: the deployment's leases (7 s on a message, 12 s on a record), heartbeats, queues and
+   restart figures, so that what the run measures is what a deployment does (``visibility_s``
+   may still lower the short queue's visibility timeout, for experiments).
 2. Register the workload (:mod:`local.chaos.workload`), start the driver's own processes (a
    throttled Lambda worker and ECS worker; the skewed poller comes with the first fault).
 3. Inject the planned faults for ``seconds`` (:mod:`local.chaos.faults.driver`; with ``phase``,
@@ -14,9 +14,9 @@
    owed slot has ended as expected and no alert claimed during the faults is SENDING (a killed
    deliverer's alert is finished by its sweep), or ``settle_max_s`` passes. Its default is the
    longest legitimate recovery, with margin: a message a killed worker held returns within its
-   lease (8 s), one it had received but not leased is re-sent by the pollers (4 s), a killed run
-   is taken over once its lease lapses, a killed process restarts after at most 10 s of
-   back-off, an ECS run lasts up to 30 s, and retries back off.
+   message lease (7 s), one it had received but not leased is re-sent by the pollers (4 s), a
+   killed run is taken over as its message comes back (7 s), a killed process restarts after at
+   most 10 s of back-off, an ECS run lasts up to 30 s, and retries back off.
 5. Collect the receiver's records, every execution (DynamoDB on the local moto server), the
    dead-letter and failed-executions queues, then stop everything (process groups killed)
    and judge (:mod:`local.chaos.verdict`).

@@ -7,10 +7,10 @@ Short lane
     longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
     is that plus a minute, as the mapping requires (at least the function's timeout). The
     worker leases each message for seconds itself: it sets a batch's visibility to the message
-    lease (``PUNCTUAL_MESSAGE_LEASE_S``, 7 s) as it arrives and renews it, a running one's for the
-    run's lease (``PUNCTUAL_LEASE_S``, 8 s) with the record's, while a run lasts
-    (``punctual.execution.batch``), so a crashed invocation's unstarted messages come back within
-    7 s and its runs are taken over by the claim within 8 s. One that dies before its
+    lease (``PUNCTUAL_MESSAGE_LEASE_S``, 7 s) as it arrives and renews it every 5 s while it holds
+    it, running or not (``punctual.execution.batch``; the record's own lease, ``PUNCTUAL_LEASE_S``,
+    12 s, is heartbeated every 5 s), so a crashed invocation's messages come back within 7 s, and
+    a run's message back is its takeover. One that dies before its
     handler runs leaves its batch for the queue's timeout: the pollers re-send those slots
     (``punctual.dispatch.polling.resend``). A redelivery while the first invocation still runs is
     harmless: the claim waits or drops it.
@@ -37,10 +37,10 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     share the short queues with the worker Lambda (FIFO hands a message group to one consumer
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
     message's visibility to the message lease (``message_lease_s``, 7 s; the short queue's default,
-    the Lambda timeout plus a minute, does not apply), and the task's lease keeper renews it from
-    the claim for what is left of the run's lease (``lease_s``, 8 s) as its heartbeats renew the
-    record. A task that dies gives back the messages it had received but not started within the
-    7 s message lease, and its runs come back within their 8 s lease, to either consumer. Their
+    the Lambda timeout plus a minute, does not apply), and the task's lease keeper renews it every
+    5 s while it holds it, from its receive (its heartbeats renew the record's lease, ``lease_s``,
+    12 s). A task that dies gives back within the 7 s message lease everything it held, started
+    or not, to either consumer: a run's message back is its takeover. Their
     backstop LEASE timer (for a message lost outright) is due past the far threshold, so the LEASE
     timer of each execution
     of a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000
@@ -207,7 +207,7 @@ class Workers(Construct):
                     "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
-                    # The same 8 s lease as every worker: their backstop LEASE timers are far
+                    # The same leases as every worker: their backstop LEASE timers are far
                     # timers all the same (far threshold + a minute), so a burst's go to the far
                     # buckets (shardCount keys), not the few near ones (docs/capacity.md).
                 },

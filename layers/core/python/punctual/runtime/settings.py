@@ -383,6 +383,7 @@ DEPLOYED: tuple[str, ...] = (
     "max_runs_in_flight_per_tenant",
     "max_long_runs_in_flight_per_tenant",
     "max_receive_count",
+    "lease_s",
     "require_target_role",
     "execution_role_tag",
     "execution_role_prefix",
