@@ -111,6 +111,14 @@ class BatchedDeletes:
         if full:
             self._send(queue_url, full)
 
+    def delete_now(self, queue_url: str, receipt: str) -> None:
+        """Delete one message at once, through the wrapped port, raising when it fails: for a
+        caller that must know the message is gone (a run letting go of its message goes on only
+        then: :meth:`punctual.execution.lease.Leases.message_lapsing`)."""
+        self.requests += 1
+        self.queues.delete(queue_url, receipt)
+        self.deleted += 1
+
     # ------------------------------------------------------------------ flushing
 
     def flush(self) -> None:

@@ -373,8 +373,11 @@ class Leases:
         """Let go of ``claim``'s message (deleted: it never comes back); whether it was."""
         delivery = claim.delivery
         if delivery is not None:
+            # At once, not batched (an ECS task's BatchedDeletes queues a delete and never raises):
+            # a delete that fails must stop the run before its message is back (review)
+            delete = getattr(self.queues, "delete_now", self.queues.delete)
             try:
-                self.queues.delete(delivery.queue_url, delivery.receipt)
+                delete(delivery.queue_url, delivery.receipt)
             except Exception:
                 log.warning("could not delete a detached message", exc_info=True)
                 return False

@@ -303,9 +303,12 @@ class WorkerService:
         try:
             for index, item in enumerate(items):
                 if index:  # held while it waited: its claim's heartbeats keep it from now on,
-                    self.keeper.release(url, item.receipt)  # from a whole message lease, as a receive's
                     received_at = self.worker.clock.now()  # (set no earlier than its request is sent)
-                    self._give_back(url, item, self.worker.config.message_visibility_s)
+                    if self._give_back(url, item, self.worker.config.message_visibility_s):
+                        # from a whole message lease, as a receive's (adopted again by _execute)
+                        self.keeper.release(url, item.receipt)
+                    # else still held as it was: _execute's adopt keeps its last renewal's instant
+                    # (review: taken for a fresh lease, it came back under its run, a takeover)
                 if not self._execute(url, item, received_at):
                     # Left in the queue (waiting, handed back): the group's later messages go
                     # back too, so they come after it again, in order.
@@ -373,11 +376,14 @@ class WorkerService:
             with self._cond:
                 self._claims.pop(me, None)
 
-    def _give_back(self, url: str, item: Received, after_s: int = 0) -> None:
+    def _give_back(self, url: str, item: Received, after_s: int = 0) -> bool:
+        """Set ``item``'s visibility to ``after_s``; whether it was set."""
         try:
             self.queues.change_visibility(url, item.receipt, after_s)
         except Exception:  # its visibility timeout brings it back anyway
             log.warning("could not return message %s", item.message_id, exc_info=True)
+            return False
+        return True
 
     def _heartbeats(self) -> None:
         last_flush = time.monotonic()
