@@ -58,10 +58,11 @@ SHORT, LONG = "queue://short", "queue://long"
 LAYOUT = TimerLayout(shard_count=16, near_shard_count=4, far_threshold_s=180)
 BATCH = 10  # messages sharing a batched request (a full event source batch)
 MINUTES_PER_MONTH = 43_800
-# 4.9 s: just under the 5 s bound (and the first heartbeat, 5 s at the 12 s lease)
+# 3.9 s: under the first renewal of a held message (4 s); 4.9 s: under the 5 s bound
+# and the first heartbeat (5 s at the 12 s lease)
 RUNS = {
-    "lambda": [("0.5 s", 0.5), ("1 s", 1), ("4.9 s", 4.9), ("1 min", 60)],
-    "ecs": [("0.5 s", 0.5), ("1 s", 1), ("4.9 s", 4.9), ("1 min", 60), ("1 h", 3600)],
+    "lambda": [("0.5 s", 0.5), ("1 s", 1), ("3.9 s", 3.9), ("4.9 s", 4.9), ("1 min", 60)],
+    "ecs": [("0.5 s", 0.5), ("1 s", 1), ("3.9 s", 3.9), ("4.9 s", 4.9), ("1 min", 60), ("1 h", 3600)],
 }
 OLD_ECS_LEASE_S = 60  # the previous design: heartbeats every third of it
 
@@ -102,13 +103,19 @@ class CountingStore(MemoryStore):
 
 class CountingQueues(MemoryQueues):
     counted: Counted
+    # A batched request is shared by a Lambda batch's ten messages; an ECS task's runs are renewed
+    # each in a request of its own (its few runs seldom fall due at one step), counted whole
+    shared: bool = True
 
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
         self.counted.visibility_requests += 1
         super().change_visibility(queue_url, receipt, visibility_s)
 
     def change_visibility_batch(self, queue_url: str, receipts: Any, visibility_s: Visibilities) -> list[str]:
-        self.counted.visibility_requests += len(receipts) / BATCH  # shared by a batch's messages
+        if self.shared:
+            self.counted.visibility_requests += len(receipts) / BATCH
+        else:
+            self.counted.visibility_requests += -(-len(receipts) // BATCH)
         return super().change_visibility_batch(queue_url, receipts, visibility_s)
 
 
@@ -153,6 +160,7 @@ def _rig(lane: str, counted: Counted) -> tuple[ManualClock, CountingStore, Count
     store = CountingStore(counted)
     queues = CountingQueues(now=clock.now)
     queues.counted = counted
+    queues.shared = lane == "lambda"
     timeout_s = 3600 if lane == "ecs" else 840
     job = make_job("job-1", "rate(1 hour)", now=T0, runtime=lane, timeout_seconds=timeout_s)
     store.create_job(job, None, max_jobs=10)
@@ -188,6 +196,7 @@ def lease_requests(lane: str, seconds: float) -> Counted:
     queues.send(queue, [message])
     if lane == "ecs":  # its receive asks for the message lease of visibility: no request of its own
         [received] = queues.receive(queue, 1, 0, worker.config.message_visibility_s)
+        keeper.adopt(queue, received.receipt, clock.now())  # held from its receive, as the task does
         worker.process(received.message, Delivery(queue, received.receipt, 1, received.message_id))
     else:  # the event source receives with the queue's 960 s; the batch leases it for seconds
         [received] = queues.receive(queue, 1, 0, 960)
@@ -369,7 +378,7 @@ def main() -> None:
     benchlib.heading(
         f"Leases of seconds (a record's {settings.lease_s} s, heartbeat every "
         f"{beat_interval_s(settings.lease_s):g} s; a message's {settings.message_lease_s} s, renewed every "
-        f"{max(1, settings.message_lease_s - 2)} s, its return the takeover): $ per million triggers of "
+        f"{max(1, settings.message_lease_s - 3)} s, its return the takeover): $ per million triggers of "
         "what they add, by run length"
     )
     rows = []

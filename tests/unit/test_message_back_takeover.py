@@ -128,7 +128,7 @@ def test_a_live_run_is_never_taken_over_whatever_the_skew_between_its_worker_and
     assert claim.live
 
 
-def test_a_run_shorter_than_the_first_beat_writes_nothing_and_renews_nothing(t0: datetime) -> None:
+def test_a_run_shorter_than_the_first_renewal_writes_nothing_and_renews_nothing(t0: datetime) -> None:
     # Given a run held and claimed, the records' writes and visibility requests counted from the claim
     rig = Rig(MemoryStore(), ManualClock(t0))
     _, keeper, claim, _ = _received_run(rig)
@@ -136,8 +136,8 @@ def test_a_run_shorter_than_the_first_beat_writes_nothing_and_renews_nothing(t0:
     save = rig.store.save_execution
     rig.store.save_execution = lambda *a, **k: (writes.append(a), save(*a, **k))  # type: ignore[method-assign,func-returns-value]
     calls = rig.queues.visibility_calls
-    # When it runs for 4.9 s, its keeper ticking
-    for _ in range(4):
+    # When it runs for 3.9 s (under the first renewal, 4 s), its keeper ticking
+    for _ in range(3):
         rig.clock.advance(TICK_S)
         keeper.step()
     rig.clock.advance(0.9)
@@ -148,14 +148,18 @@ def test_a_run_shorter_than_the_first_beat_writes_nothing_and_renews_nothing(t0:
 
 
 class RefusingQueues(MemoryQueues):
-    """Visibility renewals refused (SQS throttling) while ``refusing``."""
+    """Visibility renewals refused (SQS throttling) while ``refusing``, or the next ``refuse_next``."""
 
     refusing = False
+    refuse_next = 0
+    refused = 0
 
     def change_visibility_batch(
         self, queue_url: str, receipts: object, visibility_s: Visibilities
     ) -> list[str]:
-        if self.refusing:
+        if self.refusing or self.refuse_next:
+            self.refuse_next = max(0, self.refuse_next - 1)
+            self.refused += 1
             raise RuntimeError("ThrottlingException")
         return super().change_visibility_batch(queue_url, receipts, visibility_s)  # type: ignore[arg-type]
 
@@ -214,14 +218,12 @@ def test_one_refused_renewal_is_tried_again_in_time_and_the_run_goes_on(t0: date
     queues = RefusingQueues(now=rig.clock.now)
     rig.queues = queues
     a, keeper, claim, _ = _received_run(rig)
-    refused = 0
+    queues.refuse_next = 1
     # When its keeper ticks for half a minute
     for _ in range(30):
         rig.clock.advance(TICK_S)
-        queues.refusing = refused == 0 and (rig.clock.now() - t0).total_seconds() >= 5
-        refused += queues.refusing
         keeper.step()
         # Then its message never comes back, and the run is never let go of
         assert rig.queues.receive(SHORT, 1, 0, 900) == []
-    assert refused == 1
+    assert queues.refused == 1
     assert claim.live and not claim.detached and a.leases.held_for_call(claim)

@@ -232,6 +232,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
         self._beats = _Beats(BEAT_THREADS)
         worker.leases.held_until = self.held_until  # a held run's message: its lease is ours
+        worker.leases.hold = lambda delivery, since: self.adopt(delivery.queue_url, delivery.receipt, since)
 
     @property
     def lease_s(self) -> int:
@@ -245,18 +246,23 @@ class LeaseKeeper:
 
     @property
     def renew_s(self) -> float:
-        """How often a held message is renewed: early enough that the message lease never lapses
-        under a live worker (a tick and a request's time, :data:`BEAT_SLACK_S
-        <punctual.execution.lease.BEAT_SLACK_S>`, before it ends), and no more often than its run's
-        heartbeat (every :func:`~punctual.execution.lease.beat_interval_s`)."""
-        return min(beat_interval_s(self.lease_s), max(1.0, self.message_lease_s - BEAT_SLACK_S))
+        """How often a held message is renewed: early enough for two tries, a tick apart, before
+        a run's message is let go of (:meth:`_lapsing`, a tick before :data:`LAPSE_SLACK_S
+        <punctual.execution.lease.LAPSE_SLACK_S>` before its visibility ends): the message lease
+        less a tick and a request's time (:data:`BEAT_SLACK_S
+        <punctual.execution.lease.BEAT_SLACK_S>`) and a tick more, 4 s of the 7 s; never less often
+        than its run's heartbeat (:func:`~punctual.execution.lease.beat_interval_s`). Review: renewed
+        at 5 s, a renewal that stalled was let go of only at 7 s, as its message was back."""
+        return min(beat_interval_s(self.lease_s), max(1.0, self.message_lease_s - BEAT_SLACK_S - TICK_S))
 
     # ------------------------------------------------------------------ held messages
 
     def hold(self, queue_url: str, receipts: list[str], now: datetime) -> None:
         """Give a batch's messages the message lease of visibility now (one request per ten) and
-        keep it renewed until :meth:`release`. A message whose visibility could not be set keeps the
-        queue's: the poller's re-send recovers its slot if the worker dies (polling.resend)."""
+        keep it renewed until :meth:`release`. A message refused alone keeps the queue's visibility
+        and is not held: the poller's re-send recovers its slot if the worker dies (polling.resend),
+        and its run's heartbeats renew it (:meth:`Leases._hide
+        <punctual.execution.lease.Leases._hide>`) and hand it to the keeper."""
         if not receipts:
             return
         try:
@@ -264,8 +270,11 @@ class LeaseKeeper:
                 self.worker.queues.change_visibility_batch(queue_url, receipts, self.message_lease_s)
             )
         except Exception:
+            # Held all the same, from now: each keeps the queue's visibility (longer) until its first
+            # renewal, which the keeper then tries again each step as for any other (review: left to
+            # its run's heartbeats, one refused renewal stopped the run, the takeover calling again)
             log.warning("could not set the visibility of a batch of %d", len(receipts), exc_info=True)
-            return
+            failed = set()
         with self._lock:
             for receipt in receipts:
                 if receipt not in failed:
@@ -387,9 +396,10 @@ class LeaseKeeper:
         another renewal lands, and the message's return is a takeover. Their runs are let go of
         (:meth:`Leases.message_lapsing <punctual.execution.lease.Leases.message_lapsing>`)."""
         keep = []
+        last_step = now + timedelta(seconds=TICK_S)  # (the next step may come too late)
         for held in due:
             claim = by_message.get((held.queue_url, held.receipt))
-            if claim is not None and now >= self._lapses(held):
+            if claim is not None and last_step >= self._lapses(held):
                 self._let_go(held, claim)
             else:
                 keep.append(held)
@@ -431,7 +441,7 @@ class LeaseKeeper:
             log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
             failed, answered = {h.receipt for h in items}, False
         self.worker.metrics.add("VisibilityRenewals", len(items) - len(failed))
-        last_try = now + timedelta(seconds=self.tick_s)
+        last_try = now + timedelta(seconds=TICK_S)
         lapsing: list[tuple[_Held, Claim]] = []
         with self._lock:
             for held in items:
@@ -476,8 +486,13 @@ class LeaseKeeper:
         self._stop.set()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.tick_s):
+        took = 0.0
+        # Each step a tick after the last began, not after it ended: a step waits for its writes up
+        # to a tick, and ticks that drifted by each step's length left the renewals' deadlines late
+        while not self._stop.wait(max(0.0, self.tick_s - took)):
+            began = time.monotonic()
             try:
                 self.step()
             except Exception:  # never let the keeper die: every lease of the process rests on it
                 log.exception("lease keeper step failed")
+            took = time.monotonic() - began

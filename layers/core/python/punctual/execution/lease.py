@@ -150,6 +150,8 @@ class Leases:
         # Until when a message the lease keeper holds is surely hidden; None when it holds none
         # such (the keeper sets it: execution.keeper.LeaseKeeper.held_until)
         self.held_until: Callable[[Delivery], datetime | None] | None = None
+        # Hand the keeper a message a heartbeat hid, to renew from then on (the keeper sets it)
+        self.hold: Callable[[Delivery, datetime], None] | None = None
 
     def lease_s(self, job: Job) -> int:
         """One lease slice (both lanes), extended by heartbeats while the run lasts."""
@@ -244,6 +246,8 @@ class Leases:
             self.message_lapsing(claim)
             return claim.live
         claim.message_until = now + timedelta(seconds=lease)
+        if self.hold is not None:  # renewed by the keeper from now: each step tries again
+            self.hold(delivery, now)
         return True
 
     def message_lapsing(self, claim: Claim) -> None:
