@@ -7,7 +7,7 @@ Short lane
     longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
     is that plus a minute, as the mapping requires (at least the function's timeout). The
     worker leases each message for seconds itself: it sets a batch's visibility to the message
-    lease (``PUNCTUAL_MESSAGE_LEASE_S``, 7 s) as it arrives and renews it every 5 s while it holds
+    lease (``PUNCTUAL_MESSAGE_LEASE_S``, 7 s) as it arrives and renews it every 4 s while it holds
     it, running or not (``punctual.execution.batch``; the record's own lease, ``PUNCTUAL_LEASE_S``,
     12 s, is heartbeated every 5 s), so a crashed invocation's messages come back within 7 s, and
     a run's message back is its takeover. One that dies before its
@@ -38,7 +38,7 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
     message's visibility to the message lease (``message_lease_s``, 7 s; the short queue's default,
     the Lambda timeout plus a minute, does not apply), and the task's lease keeper renews it every
-    5 s while it holds it, from its receive (its heartbeats renew the record's lease, ``lease_s``,
+    4 s while it holds it, from its receive (its heartbeats renew the record's lease, ``lease_s``,
     12 s). A task that dies gives back within the 7 s message lease everything it held, started
     or not, to either consumer: a run's message back is its takeover. Their
     backstop LEASE timer (for a message lost outright) is due past the far threshold, so the LEASE

@@ -9,7 +9,7 @@ while the attempt lasts, from outside the target's call (which may block for min
   from its receive's visibility): a batch's messages have their visibility set to the *message
   lease* (``message_lease_s``, 7 s) as soon as the batch arrives, and keep it renewed until the
   batch is done with each, whether it has started yet or not, running or not. Every
-  :attr:`LeaseKeeper.renew_s` (5 s) the held messages are renewed with the others of their queue
+  :attr:`LeaseKeeper.renew_s` (4 s) the held messages are renewed with the others of their queue
   in one request of up to ten. A run's message is its run's lease (its return is a takeover:
   :func:`punctual.execution.records.message_back`), so one whose renewal cannot land before its
   visibility ends is let go of first (:meth:`Leases.message_lapsing

@@ -5,7 +5,7 @@ A run holds two leases of seconds, on both lanes:
 * **Its message's**, the *message lease* (``message_lease_s``, 7 s): the visibility of every
   message a worker holds, running or not (a Lambda batch's, set as it arrives,
   :mod:`punctual.execution.batch`; an ECS task's, set by its receive), renewed by the lease keeper
-  every 5 s while the worker holds it (:mod:`punctual.execution.keeper`), by SQS's clock alone.
+  every 4 s while the worker holds it (:mod:`punctual.execution.keeper`), by SQS's clock alone.
   The claim names the message's receive in the record's owner
   (:func:`punctual.execution.records.claim_owner`), so **the run's own message received again is
   its lease lapsed** (:func:`~punctual.execution.records.message_back`): the next worker takes the

@@ -6,7 +6,7 @@ each, through the same core as the Lambda worker (:mod:`punctual.execution`): it
 each message's visibility to the message lease (seconds, ``PUNCTUAL_MESSAGE_LEASE_S``, 7 s: a task
 that dies gives back within it what it held, started or not: a run's message back is its
 takeover), and a heartbeat thread (:class:`punctual.execution.keeper.LeaseKeeper`) renews that
-visibility every 5 s while it holds a message, and the record's lease of every run that outlives
+visibility every 4 s while it holds a message, and the record's lease of every run that outlives
 its first beat (``lease_until``, ``PUNCTUAL_LEASE_S``, 12 s), with a backstop LEASE timer, a far
 timer, re-written every two minutes or so.
 

@@ -74,7 +74,7 @@ class Settings(BaseModel):
     lease_s: int = Field(default=12, ge=5, le=3600)
     # The lease of every message a worker holds (both lanes: a Lambda batch's, an ECS or burst
     # task's receive; running or not): its visibility, renewed by the lease keeper every
-    # message_lease_s less 2 s (5 s) while the worker holds it, by SQS's clock alone. A worker that
+    # message_lease_s less 3 s (4 s) while the worker holds it, by SQS's clock alone. A worker that
     # dies gives back what it had not started within this, and a run's message back is its lease
     # lapsed (the claim's owner names the message's receive: punctual.execution.records.message_back):
     # the next worker takes the run over at once, whatever the record's lease_until and the
