@@ -152,3 +152,33 @@ def test_a_claim_slower_than_the_message_lease_keeps_its_message_from_a_peer(
     record = rig.store.get_execution(job.tenant, job.id, item.message.slot)
     assert record is not None and (record.status.value, record.attempt) == ("SUCCEEDED", 1)
     assert service.keeper.held == 0
+
+
+def test_a_heartbeat_setting_slower_than_the_lease_allows_is_refused_naming_it(t0: datetime) -> None:
+    # Beaten less often than the lease less the skew and 2 s, a live run's record lease would be
+    # seen lapsed by a worker whose clock is ahead: its copies would take the live run over
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    worker = rig.worker(lease_timers=True, lease_s=12)
+    with pytest.raises(ValueError, match=r"PUNCTUAL_WORKER_HEARTBEAT_S=6: at most 5 s"):
+        WorkerService(worker, [LONG], wait_s=0, heartbeat_s=6)
+    assert WorkerService(worker, [LONG], wait_s=0, heartbeat_s=5).keeper.beat_s == 5
+
+
+def test_the_ecs_worker_exits_2_with_one_line_on_a_heartbeat_setting_it_cannot_run(
+    aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from punctual.execution import worker_service
+
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PUNCTUAL_TABLE_NAME": "punctual-test",
+        "PUNCTUAL_LONG_QUEUE_URLS": "https://sqs.us-east-1.amazonaws.com/123456789012/long.fifo",
+        "PUNCTUAL_WORKER_HEARTBEAT_S": "30",
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert worker_service.main([]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "punctual ECS worker: PUNCTUAL_WORKER_HEARTBEAT_S=30: at most 5 s, the lease (12 s) "
+        "less the clock skew between nodes and 2 s"
+    ]

@@ -65,7 +65,7 @@ from punctual.dispatch.queue_acks import BatchedDeletes
 from punctual.dispatch.queues import Received
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.execution.keeper import LeaseKeeper
-from punctual.execution.lease import message_kept
+from punctual.execution.lease import beat_interval_s, message_kept
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.composition import container
 from punctual.runtime.emf import EmfBuffer
@@ -186,6 +186,14 @@ class WorkerService:
     ) -> None:
         if not queue_urls:
             raise ValueError("the ECS worker needs at least one queue URL")
+        most = beat_interval_s(worker.config.lease_s)
+        if heartbeat_s is not None and heartbeat_s > most:
+            # Beaten less often, a run's record lease would lapse, by a clock up to the skew ahead,
+            # under the live run: copies of its message (the pollers') would take it over (review)
+            raise ValueError(
+                f"PUNCTUAL_WORKER_HEARTBEAT_S={heartbeat_s:g}: at most {most:g} s, the lease "
+                f"({worker.config.lease_s} s) less the clock skew between nodes and 2 s"
+            )
         self.worker = worker
         self.queues = worker.queues
         self.queue_urls = list(queue_urls)
@@ -471,15 +479,19 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
     # Every delete of the task (runs ended, messages dropped) goes out ten at a time.
     queues = BatchedDeletes(built.queues)
     worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics, queues=queues)
-    service = WorkerService(
-        worker,
-        urls,
-        concurrency=knobs.concurrency,
-        wait_s=knobs.wait_s,
-        grace_s=knobs.grace_s,
-        stop_s=knobs.stop_s,
-        heartbeat_s=knobs.heartbeat_s,
-    )
+    try:
+        service = WorkerService(
+            worker,
+            urls,
+            concurrency=knobs.concurrency,
+            wait_s=knobs.wait_s,
+            grace_s=knobs.grace_s,
+            stop_s=knobs.stop_s,
+            heartbeat_s=knobs.heartbeat_s,
+        )
+    except ValueError as exc:  # a setting that cannot run: one line, exit 2
+        print(f"punctual ECS worker: {exc}", file=sys.stderr)
+        return 2
     service.install_signal_handlers()
     log.info("ECS worker polling the %s lane %s with %d slots", knobs.lane, urls, knobs.concurrency)
     service.run()
