@@ -6,6 +6,7 @@ from typing import Any
 
 from cdk_helpers import Synth, actions_on, join_parts, role_statements
 
+from punctual.runtime.settings import default_of
 from punctual_cdk import constants as c
 
 
@@ -76,11 +77,12 @@ def test_with_burst_tasks_the_tick_may_scale_that_service_only(burst_synth: Synt
     assert environment["PUNCTUAL_BURST_WORKER_MESSAGES_PER_S"] == str(
         float(c.ECS_BURST_MESSAGES_PER_S_PER_VCPU)
     )
-    # Its tasks keep the lease of every worker (seconds: no PUNCTUAL_LEASE_S of their own); their
+    # Its tasks keep the lease of every worker (the deployment's leaseS, none of their own); their
     # backstop LEASE timers are far timers all the same (punctual.execution.lease)
     task = synth.resources[synth.logical_id(workers.burst_task_definition)]["Properties"]
     (container,) = task["ContainerDefinitions"]
-    assert "PUNCTUAL_LEASE_S" not in {e["Name"] for e in container["Environment"]}
+    leases = [e["Value"] for e in container["Environment"] if e["Name"] == "PUNCTUAL_LEASE_S"]
+    assert leases == [str(default_of("lease_s"))]
     # The service stands at ecsBurstTasks: the tick moves it between that and ecsBurstTasksMax.
     properties = synth.resources[synth.logical_id(workers.burst_service)]["Properties"]
     assert properties["DesiredCount"] == 214
