@@ -302,3 +302,37 @@ def test_a_retry_released_after_its_due_is_not_counted_as_deferred_by_the_rate()
     # "retries of tenant demo deferred by its retry rate: 1" for every retry a poll released late)
     [message] = poller.messages()
     assert message.kind == MessageKind.RETRY and poller.metrics.total("RetriesDeferred") == 0
+
+
+def test_retries_reaching_a_stalled_worker_after_their_instants_keep_to_their_tenants_rate() -> None:
+    # Given six retries of one tenant, placed by its retry rate (2 a second) at T + 1 s to T + 3.5 s,
+    # that all reach one worker at T + 5 s (it stalled: QA, a busy machine called 7 of a tenant's
+    # retries within 0.9 s at a rate of 3)
+    clock = ManualClock(T + 5 * SECOND)
+    rig = Rig(MemoryStore(), clock)
+    called: list[datetime] = []
+
+    class Target:
+        def invoke(self, target: object, payload: object, ctx: object) -> object:
+            from punctual.delivery.targets.base import TargetResult
+
+            called.append(clock.now())
+            return TargetResult.ok()
+
+    rig.target = Target()  # type: ignore[assignment]
+    for n in range(6):
+        job = rig.add_job(f"storm-{n}", retry=STORM)
+        rig.store.save_execution(_waiting(job), None, 0)
+        message = rig.message(job, T, attempt=2, kind=MessageKind.RETRY)
+        placed = T + SECOND + n * SECOND / 2
+        rig.send(
+            DispatchMessage(**{**message.__dict__, "not_before": placed.isoformat().replace("+00:00", "Z")})
+        )
+    worker = rig.worker(max_retries_per_second=2.0)
+    # When the worker runs them, one after another
+    ran = rig.work(worker)
+    # Then each runs once, on new instants of the tenant's retry grid: at most its rate in every
+    # window of a second, none called before it reached the worker, all within the worker's wait
+    assert [r.outcome for r in ran] == [ExecutionStatus.SUCCEEDED.value] * 6
+    assert most_within(called, timedelta(seconds=0.9)) <= 2
+    assert min(called) >= T + 5 * SECOND and max(called) <= T + 15 * SECOND

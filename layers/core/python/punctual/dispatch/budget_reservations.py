@@ -281,6 +281,9 @@ class SharedBudgetLedger(BudgetLedger):
             view.high = high
 
 
+# A tenant's retries' grid (punctual.dispatch.polling.retry_pace): a pseudo target no host or ARN
+# names (none starts with '#')
+RETRY_KEY = "#retries"
 LATE_TOLERANCE_S = 0.05  # a call this late keeps its instant: the grid's margin (10 %) covers it
 LATE_LEAD_S = 0.05  # a late call's new instant is at least this far ahead (the reservation's time)
 

@@ -141,6 +141,7 @@ class WorkerConfig:
     max_receive_count: int = 10
     max_runs_in_flight: int = 0
     max_long_runs_in_flight: int = 0
+    max_retries_per_second: float = 0.0  # (Settings.max_retries_per_second_per_tenant; 0: no limit)
 
     @property
     def message_visibility_s(self) -> int:
@@ -167,6 +168,7 @@ class WorkerConfig:
             max_receive_count=settings.max_receive_count,
             max_runs_in_flight=settings.max_runs_in_flight_per_tenant,
             max_long_runs_in_flight=settings.max_long_runs_in_flight_per_tenant,
+            max_retries_per_second=float(settings.max_retries_per_second_per_tenant),
         )
 
 

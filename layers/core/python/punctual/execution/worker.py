@@ -356,7 +356,9 @@ class Worker:
         if claim.message.not_before:  # smoothed (else held_until is None: nothing to wait for)
             retry = claim.message.kind == MessageKind.RETRY  # held by its tenant's retry rate, not a target's
             slot = (execution.slot, execution.scheduled_at)
-            self._wait_for_budget(claim.message.held_until, job, slot, paced=not retry)
+            self._wait_for_budget(
+                claim.message.held_until, job, slot, paced=not retry, attempt=execution.attempt
+            )
         if not self.leases.held_for_call(claim):  # paused past its lease: taken over meanwhile?
             return TargetResult.stopped_early("not called: the lease was lost before the call")
         started = self.clock.now()
@@ -387,7 +389,12 @@ class Worker:
         return secrets
 
     def _wait_for_budget(
-        self, instant: datetime | None, job: Job, slot: tuple[str, datetime], paced: bool = True
+        self,
+        instant: datetime | None,
+        job: Job,
+        slot: tuple[str, datetime],
+        paced: bool = True,
+        attempt: int = 1,
     ) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         to come back one to two seconds early): wait for the instant its target's rate budget
@@ -399,12 +406,16 @@ class Worker:
         like the poller's (:meth:`punctual.execution.budgets.WorkerBudgets.late_instant`), so late
         messages of several workers do not reach the target together. Not ``paced``: a retry held by
         its tenant's retry rate (:mod:`punctual.dispatch.polling.retry_pace`), which waits for its
-        instant and takes no new one."""
+        instant, or reached after it takes a new one of its tenant's retry grid
+        (:meth:`punctual.execution.budgets.WorkerBudgets.late_retry`)."""
         if instant is None:
             return  # not smoothed, or signed but unreadable: the claim ran it at once too
         rate = self.after.budgets.rate(job) if paced else None
         if rate:
             instant = self.after.budgets.late_instant(job, slot, instant, rate, self.clock.now())
+        elif not paced:
+            instant = self.after.budgets.late_retry(job, slot, attempt, instant, self.clock.now())
+            rate = self.config.max_retries_per_second or None
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
             self.clock.sleep(min(wait_s, BUDGET_PACE_MAX_S if rate else BUDGET_WAIT_MAX_S))

@@ -38,7 +38,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
+from punctual.dispatch.budget_reservations import RETRY_KEY, BudgetRequest, SharedBudgetLedger
 from punctual.dispatch.queues import DispatchMessage
 from punctual.dispatch.smoothing import spacing_us
 from punctual.execution.decisions import AGE_GRACE_S
@@ -50,7 +50,6 @@ from punctual.timing.timers import Timer, TimerLayout
 
 log = logging.getLogger("punctual.dispatch.polling")
 
-RETRY_KEY = "#retries"  # a tenant's retries' grid: no host or ARN starts with '#'
 # How far ahead of now a retry is placed and sent (its worker holds it): the queue holds at most
 # this many seconds of a tenant's retries; what does not fit is deferred in the table.
 RETRY_WINDOW_S = 10.0
