@@ -168,7 +168,7 @@ class Rig:
         self.send(self.message(job, slot))
         [received] = self.queues.receive(SHORT, 1, 0, 900)
         keeper = LeaseKeeper(worker)
-        keeper.hold(SHORT, [received.receipt], self.clock.now())
+        keeper.hold(SHORT, [received.receipt], worker.clock.now())  # (by the worker's own clock)
         claim = worker.claim(received.message, Delivery(SHORT, received.receipt, 1, received.message_id))
         assert claim.claimed
         worker.live.add(claim)

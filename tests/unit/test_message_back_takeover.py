@@ -66,13 +66,7 @@ def _received_run(rig: Rig, behind_s: float = 0.0):  # type: ignore[no-untyped-d
     the queue's) as a Lambda batch does: A, its keeper, the claim and the job."""
     job = rig.add_job(timeout_seconds=600)
     a = rig.worker(clock=OffsetClock(rig.clock, -behind_s))
-    rig.send(rig.message(job, rig.clock.now()))
-    [received] = rig.queues.receive(SHORT, 1, 0, 900)
-    keeper = LeaseKeeper(a)
-    keeper.hold(SHORT, [received.receipt], a.clock.now())
-    claim = a.claim(received.message, Delivery(SHORT, received.receipt, 1, received.message_id))
-    assert claim.claimed
-    a.live.add(claim)
+    keeper, claim = rig.held_run(a, job, rig.clock.now())
     return a, keeper, claim, job
 
 

@@ -417,10 +417,10 @@ class LeaseKeeper:
     def _renew(self, items: list[_Held], claims: dict[tuple[str, str], Claim], now: datetime) -> None:
         """One queue's held messages due: a fresh message lease of visibility each, ten a request.
 
-        A run's message (``claims``, by queue and receipt) whose renewal failed is tried again at
-        the next step while that still lands before its visibility ends; past that its run is let
-        go of (:meth:`_lapsing`). Any other message that failed is held no more (its visibility
-        brings it back).
+        A run's message (``claims``, by queue and receipt) whose renewal failed stays held: the next
+        step tries again, or lets its run go when that would land too late (:meth:`_lapsing`,
+        which has already kept out of ``items`` every message due for that now). Any other message
+        refused alone is held no more (its visibility brings it back).
 
         Only those still held as it is sent: one released since the step picked it (its run let
         go, its batch returned it) is not hidden again (it waited for a beat thread, behind slow
@@ -441,23 +441,14 @@ class LeaseKeeper:
             log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
             failed, answered = {h.receipt for h in items}, False
         self.worker.metrics.add("VisibilityRenewals", len(items) - len(failed))
-        last_try = now + timedelta(seconds=TICK_S)
-        lapsing: list[tuple[_Held, Claim]] = []
         with self._lock:
             for held in items:
                 key = (queue_url, held.receipt)
                 if held.receipt not in failed:
                     if key in self._held:
                         held.since = now
-                    continue
-                claim = claims.get(key)
-                if claim is None:
-                    if answered:  # refused for it alone: its visibility brings it back
-                        self._held.pop(key, None)
-                elif last_try >= self._lapses(held):  # no later step renews it in time
-                    lapsing.append((held, claim))
-        for held, claim in lapsing:
-            self._let_go(held, claim)
+                elif answered and key not in claims:  # refused for it alone: its visibility brings it back
+                    self._held.pop(key, None)
 
     def _beater(self, claim: Claim, message: bool | None) -> Callable[[], None]:
         """The heartbeat of ``claim`` (``message=None``: when its lease asks for it)."""
